@@ -1,0 +1,1 @@
+"""Data: corpus, vocabulary, tokenizer, pretraining records."""
