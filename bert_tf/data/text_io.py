@@ -52,8 +52,8 @@ class _GFileRaw(io.RawIOBase):
     super().close()
 
 
-def iter_lines(path: str) -> Iterator[tuple[int, str]]:
-  """Yields (1-based line number, line stripped of surrounding whitespace) for each line of `path`."""
+def iter_lines_with_size(path: str) -> Iterator[tuple[int, str, int]]:
+  """Yields (1-based line number, line stripped of surrounding whitespace, raw size in bytes) per line."""
   with open_binary(path) as f:
     for number, raw in enumerate(f, start=1):
       try:
@@ -62,4 +62,23 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
         raise CorpusDecodeError(
             f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); "
             "re-encode the file as UTF-8") from None
-      yield number, line.strip()
+      yield number, line.strip(), len(raw)
+
+
+def iter_lines(path: str) -> Iterator[tuple[int, str]]:
+  """Yields (1-based line number, line stripped of surrounding whitespace) for each line of `path`."""
+  for number, line, _ in iter_lines_with_size(path):
+    yield number, line
+
+
+def uncompressed_size(path: str) -> int:
+  """Bytes of text in `path` after decompression: a stat for plain files, a streaming count for gzip."""
+  import tensorflow as tf
+
+  with open_binary(path) as f:
+    if not isinstance(f, gzip.GzipFile):
+      return tf.io.gfile.stat(path).length
+    total = 0
+    while chunk := f.read(1 << 22):
+      total += len(chunk)
+    return total

@@ -1,0 +1,395 @@
+"""Creating pretraining records from raw text: reading, tokenizing, sharding, parallel workers, writing, stats.
+
+Two modes share the instance algorithm of `bert_tf.data.instances`:
+
+* Reference-compatible (`reference_compatible=True`): one process holds the whole corpus, exactly as
+  google-research/bert's `create_pretraining_data.py` does; for the same seed, vocabulary, input and flags the
+  records are the reference's, record for record, in the same order, round-robin over the output files.
+* Sharded (the default): the corpus is cut, at document boundaries, into `num_shards` contiguous shards of about
+  equal size in bytes. Each shard is an independent job seeded by (random_seed, shard index): its documents are
+  shuffled, paired and masked on their own, and the random next sentence B of an instance is drawn from another
+  document *of the same shard*. Jobs run on `num_workers` processes; shard s is appended to output file
+  s mod (number of output files), in shard order. Peak memory is a few shards, not the corpus, and for the same
+  seed and shard count the output is byte-identical whatever the number of workers.
+
+Every output is written under a temporary name and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import math
+import multiprocessing
+import os
+import random
+import time
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from bert_tf import fileio
+from bert_tf.data import instances as instances_lib
+from bert_tf.data import records, text_io
+
+log = logging.getLogger(__name__)
+
+LENGTH_BUCKET = 16  # Width of the length-histogram buckets in the statistics file.
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSpec:
+  """How to build the tokenizer, picklable so each worker process builds its own."""
+
+  vocab_file: str
+  do_lower_case: bool = True
+  preserve_special_tokens: bool = False
+
+  def build(self):
+    from bert_tf.data import tokenization
+
+    return tokenization.GraphTokenizer(self.vocab_file, do_lower_case=self.do_lower_case,
+                                       preserve_special_tokens=self.preserve_special_tokens)
+
+
+@dataclasses.dataclass
+class Stats:
+  """Counts over written instances; shards' stats add up."""
+
+  instances: int = 0
+  tokens: int = 0  # Real tokens, including [CLS] and [SEP].
+  masked: int = 0
+  replaced_by_mask: int = 0
+  kept: int = 0
+  random_token: int = 0
+  random_next: int = 0
+  documents: int = 0
+  sentences: int = 0
+  length_histogram: dict = dataclasses.field(default_factory=dict)  # bucket start -> count
+
+  def add_instance(self, instance: instances_lib.Instance) -> None:
+    self.instances += 1
+    self.tokens += len(instance.input_ids)
+    self.masked += len(instance.masked_lm_positions)
+    self.replaced_by_mask += instance.num_replaced_by_mask
+    self.kept += instance.num_kept
+    self.random_token += instance.num_random
+    self.random_next += instance.is_random_next
+    bucket = (len(instance.input_ids) - 1) // LENGTH_BUCKET * LENGTH_BUCKET + 1
+    self.length_histogram[bucket] = self.length_histogram.get(bucket, 0) + 1
+
+  def merge(self, other: "Stats") -> None:
+    for field in dataclasses.fields(self):
+      if field.name == "length_histogram":
+        for bucket, count in other.length_histogram.items():
+          self.length_histogram[bucket] = self.length_histogram.get(bucket, 0) + count
+      else:
+        setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+  def to_dict(self) -> dict:
+    masked = max(self.masked, 1)
+    return {
+        "instances": self.instances,
+        "documents": self.documents,
+        "sentences": self.sentences,
+        "tokens": self.tokens,
+        "mean_tokens_per_instance": self.tokens / max(self.instances, 1),
+        "masked_lm_predictions": self.masked,
+        "masked_fraction": self.masked / max(self.tokens, 1),
+        "masked_replaced_by_mask_fraction": self.replaced_by_mask / masked,
+        "masked_kept_fraction": self.kept / masked,
+        "masked_random_token_fraction": self.random_token / masked,
+        "next_sentence_random_fraction": self.random_next / max(self.instances, 1),
+        "length_histogram": {f"{b}-{b + LENGTH_BUCKET - 1}": self.length_histogram[b]
+                             for b in sorted(self.length_histogram)},
+    }
+
+
+# -- Reading ---------------------------------------------------------------------------------------------------
+
+
+def iter_document_lines(input_files: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
+  """Yields (start byte offset, non-blank lines) per document over all files, in order.
+
+  As in the reference, a blank line ends a document and file boundaries do not: documents are runs of non-blank
+  lines across the concatenated input. Offsets count raw bytes over all files.
+  """
+  offset = 0
+  start = 0
+  lines: list[str] = []
+  for path in input_files:
+    for _, line, size in text_io.iter_lines_with_size(path):
+      if line:
+        if not lines:
+          start = offset
+        lines.append(line)
+      elif lines:
+        yield start, lines
+        lines = []
+      offset += size
+  if lines:
+    yield start, lines
+
+
+def tokenize_documents(document_lines: Sequence[Sequence[str]], tokenizer) -> list[list[list[int]]]:
+  """Documents of text lines -> documents of token-id sentences; empty sentences and documents dropped."""
+  flat = [line for lines in document_lines for line in lines]
+  ids, row_splits = tokenizer.tokenize_lines(flat) if flat else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+  ids = ids.tolist()
+  row_splits = row_splits.tolist()
+  documents = []
+  k = 0
+  for lines in document_lines:
+    sentences = []
+    for _ in lines:
+      begin, end = row_splits[k], row_splits[k + 1]
+      k += 1
+      if end > begin:
+        sentences.append(ids[begin:end])
+    if sentences:
+      documents.append(sentences)
+  return documents
+
+
+# -- One job: documents -> shuffled serialized records -----------------------------------------------------------
+
+
+def make_records(documents: list, config: instances_lib.InstanceConfig, vocab_ids: instances_lib.VocabIds,
+                 rng: random.Random, stats: Stats) -> list[bytes]:
+  """The reference's sequence: shuffle documents, dupe_factor passes, shuffle the instances."""
+  rng.shuffle(documents)
+  stats.documents += len(documents)
+  stats.sentences += sum(len(d) for d in documents)
+  serializer = records.RecordSerializer(config.max_seq_length, config.max_predictions_per_seq,
+                                        vocab_ids.size, config.dynamic_masking)
+  serialized: list[bytes] = []
+
+  def emit(instance: instances_lib.Instance) -> None:
+    stats.add_instance(instance)
+    serialized.append(serializer.serialize(
+        instance.input_ids, instance.segment_ids, instance.masked_lm_positions, instance.masked_lm_ids,
+        int(instance.is_random_next)))
+
+  instances_lib.create_instances(documents, config, vocab_ids, rng, emit)
+  rng.shuffle(serialized)
+  return serialized
+
+
+def shard_rng(random_seed: int, shard_index: int) -> random.Random:
+  # A string seed is hashed with SHA-512 by `random`, the same on every platform and Python run.
+  return random.Random(f"bert_tf-shard:{random_seed}:{shard_index}")
+
+
+# Worker processes build their tokenizer once, in the pool initializer.
+_worker_state: dict = {}
+
+
+def _init_worker(tokenizer_spec: TokenizerSpec, config, vocab_ids) -> None:
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+  _worker_state.update(tokenizer=tokenizer_spec.build(), config=config, vocab_ids=vocab_ids)
+
+
+def _run_shard(shard_index: int, random_seed: int, document_lines: list, temp_path: str) -> tuple[str, Stats]:
+  """Worker body: one shard's records into `temp_path`; returns it with the shard's stats."""
+  import tensorflow as tf
+
+  stats = Stats()
+  documents = tokenize_documents(document_lines, _worker_state["tokenizer"])
+  serialized = make_records(documents, _worker_state["config"], _worker_state["vocab_ids"],
+                            shard_rng(random_seed, shard_index), stats)
+  with tf.io.TFRecordWriter(temp_path) as writer:
+    for record in serialized:
+      writer.write(record)
+  return temp_path, stats
+
+
+# -- Orchestration -----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything `create_pretraining_data` needs besides the instance settings."""
+
+  input_files: tuple[str, ...]
+  output_files: tuple[str, ...]
+  tokenizer: TokenizerSpec
+  random_seed: int = 12345
+  reference_compatible: bool = False
+  num_workers: int = 1
+  num_shards: int = 0  # 0: one shard per `shard_size_mb` of input text.
+  shard_size_mb: float = 1.0
+  stats_file: str | None = None  # Default: <first output file>.stats.json
+
+
+def _append_file(source: str, destination) -> None:
+  import tensorflow as tf
+
+  # A TFRecord file is a sequence of self-delimited records, so concatenating files concatenates records.
+  with tf.io.gfile.GFile(source, "rb") as f:
+    while chunk := f.read(1 << 22):
+      destination.write(chunk)
+  tf.io.gfile.remove(source)
+
+
+def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig,
+                            progress: Callable[[str], None] = log.info) -> dict:
+  """Writes the records and the statistics file; returns the statistics (a JSON-able dict)."""
+  import tensorflow as tf
+
+  from bert_tf.data import tokenization
+
+  config.validate()
+  if run.num_workers < 1:
+    raise ValueError(f"--num_workers={run.num_workers}: must be at least 1")
+  if not run.output_files:
+    raise ValueError("--output_file is empty; give one or more comma-separated output paths")
+  for path in run.input_files:
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"input file {path} does not exist")
+  vocab = tokenization.load_vocab(run.tokenizer.vocab_file)
+  tokenization.check_special_tokens(vocab, run.tokenizer.vocab_file)
+  vocab_ids = instances_lib.VocabIds.from_vocab(vocab)
+
+  started = time.time()
+  stats = Stats()
+  if run.reference_compatible:
+    num_shards = 1
+    _run_reference_compatible(run, config, vocab_ids, stats, progress)
+  else:
+    num_shards = _run_sharded(run, config, vocab_ids, stats, progress)
+  elapsed = time.time() - started
+
+  summary = stats.to_dict()
+  summary.update(
+      elapsed_seconds=round(elapsed, 3),
+      instances_per_second=round(stats.instances / max(elapsed, 1e-9), 1),
+      mode="reference_compatible" if run.reference_compatible else "sharded",
+      num_shards=num_shards,
+      num_workers=1 if run.reference_compatible else run.num_workers,
+      input_files=list(run.input_files),
+      output_files=list(run.output_files),
+      settings=dict(dataclasses.asdict(config), random_seed=run.random_seed,
+                    vocab_file=run.tokenizer.vocab_file, do_lower_case=run.tokenizer.do_lower_case),
+  )
+  stats_file = run.stats_file or run.output_files[0] + ".stats.json"
+  fileio.write_text_atomic(stats_file, json.dumps(summary, indent=2) + "\n")
+  summary["stats_file"] = stats_file
+  return summary
+
+
+def _run_reference_compatible(run, config, vocab_ids, stats, progress) -> None:
+  rng = random.Random(run.random_seed)
+  tokenizer = run.tokenizer.build()
+  progress(f"reading and tokenizing {len(run.input_files)} file(s) (reference-compatible mode: one process, "
+           "whole corpus in memory)")
+  document_lines = [lines for _, lines in iter_document_lines(run.input_files)]
+  documents = tokenize_documents(document_lines, tokenizer)
+  del document_lines
+  progress(f"{len(documents)} documents; creating instances ({config.dupe_factor} passes)")
+  serialized = make_records(documents, config, vocab_ids, rng, stats)
+  writers = [records.TFRecordFileWriter(path) for path in run.output_files]
+  try:
+    for k, record in enumerate(serialized):
+      writers[k % len(writers)].write(record)  # Round-robin, as the reference does.
+    for writer in writers:
+      writer.close()
+  except BaseException:
+    for writer in writers:
+      writer.abort()
+    raise
+  progress(f"wrote {stats.instances} instances to {len(writers)} file(s)")
+
+
+def _shard_plan(run: RunConfig) -> tuple[int, int]:
+  """(number of shards, total input bytes); the plan depends on the input and flags only."""
+  total = sum(text_io.uncompressed_size(path) for path in run.input_files)
+  if run.num_shards > 0:
+    return run.num_shards, total
+  if run.shard_size_mb <= 0:
+    raise ValueError(f"--shard_size_mb={run.shard_size_mb}: must be > 0 (or set --num_shards)")
+  return max(1, math.ceil(total / (run.shard_size_mb * (1 << 20)))), total
+
+
+def _iter_shards(run: RunConfig, num_shards: int, total: int) -> Iterator[tuple[int, list]]:
+  """Yields (shard index, documents' lines) for every shard, in order, holding one shard at a time."""
+  current, documents = 0, []
+  for start, lines in iter_document_lines(run.input_files):
+    shard = min(num_shards - 1, start * num_shards // max(total, 1))
+    while shard > current:
+      yield current, documents
+      current, documents = current + 1, []
+    documents.append(lines)
+  while current < num_shards:
+    yield current, documents
+    current, documents = current + 1, []
+
+
+def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
+  num_shards, total = _shard_plan(run)
+  progress(f"{total / 1e6:.1f} MB of text in {len(run.input_files)} file(s) -> {num_shards} shard(s) on "
+           f"{run.num_workers} worker(s)")
+  import tensorflow as tf
+
+  temps = [fileio.temp_path_for(path) for path in run.output_files]
+  for path in run.output_files:
+    fileio.makedirs_for(path)
+  handles = [tf.io.gfile.GFile(temp, "wb") for temp in temps]
+  shard_temps: list[str] = []
+  started = time.time()
+
+  def finish(shard_index: int, temp_path: str, shard_stats: Stats) -> None:
+    stats.merge(shard_stats)
+    _append_file(temp_path, handles[shard_index % len(handles)])
+    done = shard_index + 1
+    rate = stats.instances / max(time.time() - started, 1e-9)
+    eta = (time.time() - started) / done * (num_shards - done)
+    progress(f"shard {done}/{num_shards}: {stats.instances:,} instances, {rate:,.0f} instances/s, "
+             f"ETA {eta:,.0f} s")
+
+  def shard_temp(shard_index: int) -> str:
+    path = fileio.temp_path_for(f"{run.output_files[0]}.shard{shard_index:05d}")
+    shard_temps.append(path)
+    return path
+
+  executor = None
+  try:
+    if run.num_workers == 1:
+      _init_worker(run.tokenizer, config, vocab_ids)
+      for shard_index, document_lines in _iter_shards(run, num_shards, total):
+        finish(shard_index, *_run_shard(shard_index, run.random_seed, document_lines, shard_temp(shard_index)))
+    else:
+      # Spawned, not forked: TensorFlow's thread pools do not survive fork.
+      executor = concurrent.futures.ProcessPoolExecutor(
+          max_workers=run.num_workers, mp_context=multiprocessing.get_context("spawn"),
+          initializer=_init_worker, initargs=(run.tokenizer, config, vocab_ids))
+      pending: dict[int, concurrent.futures.Future] = {}
+      next_to_finish = 0
+      # At most num_workers + 1 shards are in flight, which bounds the memory of this process too.
+      for shard_index, document_lines in _iter_shards(run, num_shards, total):
+        pending[shard_index] = executor.submit(
+            _run_shard, shard_index, run.random_seed, document_lines, shard_temp(shard_index))
+        del document_lines
+        while len(pending) > run.num_workers:
+          finish(next_to_finish, *pending.pop(next_to_finish).result())
+          next_to_finish += 1
+      while pending:
+        finish(next_to_finish, *pending.pop(next_to_finish).result())
+        next_to_finish += 1
+      executor.shutdown()
+      executor = None
+    for handle, temp, path in zip(handles, temps, run.output_files):
+      handle.close()
+      fileio.commit(temp, path)
+  except BaseException:
+    if executor is not None:
+      executor.shutdown(wait=True, cancel_futures=True)
+    for handle, temp in zip(handles, temps):
+      handle.close()
+      fileio.discard(temp)
+    for path in shard_temps:
+      fileio.discard(path)
+    raise
+  return num_shards
