@@ -80,6 +80,9 @@ class Instance:
   masked_lm_positions: list[int]  # Sorted.
   masked_lm_ids: list[int]  # The original ids at those positions.
   is_random_next: bool
+  # A one-sentence chunk cannot be split, so its B is random without a coin flip; this is why the reference's
+  # output has somewhat more than 50% random B. Recorded so statistics can show both.
+  forced_random_next: bool = False
   num_replaced_by_mask: int = 0  # How the masked positions were filled: [MASK], kept, random id.
   num_kept: int = 0
   num_random: int = 0
@@ -150,7 +153,8 @@ def create_instances_from_document(documents: Sequence[Document], document_index
 
         input_ids = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
         segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-        instance = Instance(input_ids, segment_ids, [], [], is_random_next)
+        instance = Instance(input_ids, segment_ids, [], [], is_random_next,
+                            forced_random_next=len(current_chunk) == 1)
         if not config.dynamic_masking:
           mask_tokens(instance, config, vocab, rng)
         emit(instance)

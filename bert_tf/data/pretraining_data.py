@@ -66,6 +66,7 @@ class Stats:
   kept: int = 0
   random_token: int = 0
   random_next: int = 0
+  forced_random_next: int = 0  # One-sentence chunks, whose B is random without a coin flip.
   documents: int = 0
   sentences: int = 0
   length_histogram: dict = dataclasses.field(default_factory=dict)  # bucket start -> count
@@ -78,6 +79,7 @@ class Stats:
     self.kept += instance.num_kept
     self.random_token += instance.num_random
     self.random_next += instance.is_random_next
+    self.forced_random_next += instance.forced_random_next
     bucket = (len(instance.input_ids) - 1) // LENGTH_BUCKET * LENGTH_BUCKET + 1
     self.length_histogram[bucket] = self.length_histogram.get(bucket, 0) + 1
 
@@ -103,6 +105,9 @@ class Stats:
         "masked_kept_fraction": self.kept / masked,
         "masked_random_token_fraction": self.random_token / masked,
         "next_sentence_random_fraction": self.random_next / max(self.instances, 1),
+        # Among pairs whose B was chosen by the 50% coin flip.
+        "next_sentence_random_fraction_of_coin_flips":
+            (self.random_next - self.forced_random_next) / max(self.instances - self.forced_random_next, 1),
         "length_histogram": {f"{b}-{b + LENGTH_BUCKET - 1}": self.length_histogram[b]
                              for b in sorted(self.length_histogram)},
     }

@@ -1,0 +1,123 @@
+"""The record schema: hand serializer == tf.train.Example, writer -> reader round trip, atomic files."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import records
+
+T, P = 11, 3  # Odd sizes so a swapped length cannot pass.
+
+GOOGLE_RESEARCH_FEATURES = {
+    "input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+    "next_sentence_labels"}
+
+
+def reference_example(input_ids, segment_ids, positions, ids, label, dynamic=False):
+  """The record as google-research builds it, through tf.train.Example."""
+  def ints(v):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+  n, k = len(input_ids), len(positions)
+  feature = {
+      "input_ids": ints(input_ids + [0] * (T - n)),
+      "input_mask": ints([1] * n + [0] * (T - n)),
+      "segment_ids": ints(segment_ids + [0] * (T - n)),
+      "next_sentence_labels": ints([label]),
+  }
+  if not dynamic:
+    feature.update(
+        masked_lm_positions=ints(positions + [0] * (P - k)),
+        masked_lm_ids=ints(ids + [0] * (P - k)),
+        masked_lm_weights=tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * k + [0.0] * (P - k))))
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+CASES = [
+    # Ids above 127 and 16383 take 2 and 3 varint bytes.
+    ([2, 127, 128, 3, 16383, 16384, 30521, 3], [0, 0, 0, 0, 1, 1, 1, 1], [1, 5], [127, 16384], 1),
+    ([2, 5, 3, 6, 3], [0, 0, 0, 1, 1], [3], [6], 0),
+    ([2] + [7] * 9 + [3], [0] * 11, [1, 2, 9], [7, 7, 7], 0),  # Full length, full predictions.
+]
+
+
+def test_schema_is_google_researchs():
+  assert set(records.feature_names()) == GOOGLE_RESEARCH_FEATURES
+  assert set(records.feature_names(dynamic_masking=True)) == GOOGLE_RESEARCH_FEATURES - {
+      "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"}
+  spec = records.pretraining_feature_spec(T, P)
+  assert spec["input_ids"].shape == [T] and spec["masked_lm_weights"].shape == [P]
+  assert spec["masked_lm_weights"].dtype == tf.float32 and spec["next_sentence_labels"].shape == [1]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("case", CASES)
+def test_serializer_equals_tf_train_example(case, dynamic):
+  serializer = records.RecordSerializer(T, P, vocab_size=30522, dynamic_masking=dynamic)
+  ours = tf.train.Example.FromString(serializer.serialize(*case))
+  assert ours == reference_example(*case, dynamic=dynamic)
+
+
+def test_serializer_rejects_oversized_instances():
+  serializer = records.RecordSerializer(T, P, vocab_size=99)
+  with pytest.raises(ValueError, match="max_seq_length=11"):
+    serializer.serialize([2] * 12, [0] * 12, [1], [5], 0)
+  with pytest.raises(ValueError, match="max_predictions_per_seq=3"):
+    serializer.serialize([2] * 6, [0] * 6, [1, 2, 3, 4], [5] * 4, 0)
+
+
+def test_writer_reader_round_trip(tmp_path):
+  path = str(tmp_path / "shard.tfrecord")
+  serializer = records.RecordSerializer(T, P, vocab_size=30522)
+  writer = records.TFRecordFileWriter(path)
+  for case in CASES:
+    writer.write(serializer.serialize(*case))
+  assert not os.path.exists(path)  # Only the temporary file exists until close().
+  writer.close()
+  assert os.listdir(tmp_path) == ["shard.tfrecord"]
+  assert records.infer_record_shape(path) == (T, P, False)
+
+  parsed = list(records.read_pretraining_dataset(path, T, P).as_numpy_iterator())
+  assert len(parsed) == 3
+  first = parsed[0]
+  assert all(first[k].dtype == np.int32 for k in GOOGLE_RESEARCH_FEATURES - {"masked_lm_weights"})
+  assert first["masked_lm_weights"].dtype == np.float32
+  np.testing.assert_array_equal(first["input_ids"], [2, 127, 128, 3, 16383, 16384, 30521, 3, 0, 0, 0])
+  np.testing.assert_array_equal(first["input_mask"], [1] * 8 + [0] * 3)
+  np.testing.assert_array_equal(first["segment_ids"], [0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0])
+  np.testing.assert_array_equal(first["masked_lm_positions"], [1, 5, 0])
+  np.testing.assert_array_equal(first["masked_lm_ids"], [127, 16384, 0])
+  np.testing.assert_array_equal(first["masked_lm_weights"], [1.0, 1.0, 0.0])
+  np.testing.assert_array_equal(first["next_sentence_labels"], [1])
+
+  batch = records.parse_pretraining_examples(
+      tf.constant([r.numpy() for r in tf.data.TFRecordDataset([path])]), T, P)
+  assert batch["input_ids"].shape == (3, T) and batch["masked_lm_ids"].shape == (3, P)
+
+
+def test_dynamic_masking_records_round_trip(tmp_path):
+  path = str(tmp_path / "dyn.tfrecord")
+  writer = records.TFRecordFileWriter(path)
+  writer.write(records.RecordSerializer(T, P, 99, dynamic_masking=True).serialize(*CASES[1]))
+  writer.close()
+  assert records.infer_record_shape(path) == (T, 0, True)
+  (parsed,) = list(records.read_pretraining_dataset(path, T, P, dynamic_masking=True).as_numpy_iterator())
+  assert set(parsed) == set(records.feature_names(dynamic_masking=True))
+
+
+def test_aborted_writer_leaves_nothing(tmp_path):
+  writer = records.TFRecordFileWriter(str(tmp_path / "out.tfrecord"))
+  writer.write(b"partial")
+  writer.abort()
+  assert os.listdir(tmp_path) == []
+
+
+def test_reader_errors_name_the_pattern(tmp_path):
+  with pytest.raises(FileNotFoundError, match="nothing-here"):
+    records.read_pretraining_dataset(str(tmp_path / "nothing-here*"), T, P)
+  empty = tmp_path / "empty.tfrecord"
+  tf.io.TFRecordWriter(str(empty)).close()
+  with pytest.raises(ValueError, match="holds no records"):
+    records.infer_record_shape(str(empty))
