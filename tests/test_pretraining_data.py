@@ -1,0 +1,252 @@
+"""Pretraining-data creation end to end: reference equality, statistics, sharding determinism, errors."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import corpus, instances, pretraining_data, records, tokenization
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO, "scripts")
+
+
+def parsed_records(paths):
+  """Every record of `paths`, in order, as {feature: tuple of values}: equal features, not equal bytes."""
+  out = []
+  for raw in tf.data.TFRecordDataset(list(paths)):
+    example = tf.train.Example.FromString(raw.numpy())
+    out.append({k: tuple(f.int64_list.value) or tuple(f.float_list.value)
+                for k, f in example.features.feature.items()})
+  return out
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+  """Eleven real documents plus the awkward cases: empty documents, a one-sentence document, a line of
+  control characters only, a very long line, CJK and accents."""
+  documents = corpus.default_corpus_documents()[:11]
+  text = "\n\n".join("\n".join(d) for d in documents)
+  text += "\n\n\n\nA lonely one-sentence document.\n\n\x00\x01\n\n"
+  text += "Ein Wort über Ångström, 東京 と 大阪, и кириллица.\nSecond sentence here.\n"
+  text += " ".join(["supercalifragilistic"] * 400) + "\nThe end of a long document.\n"
+  path = tmp_path_factory.mktemp("corpus") / "small.txt"
+  path.write_text(text, encoding="utf-8")
+  return str(path)
+
+
+def run_ours(tmp_path, input_file, vocab_file, name="ours", config=None, **run_kwargs):
+  config = config or instances.InstanceConfig(dupe_factor=2)
+  n_out = run_kwargs.pop("n_out", 1)
+  outputs = tuple(str(tmp_path / f"{name}-{k}.tfrecord") for k in range(n_out))
+  run = pretraining_data.RunConfig(
+      input_files=(input_file,), output_files=outputs,
+      tokenizer=pretraining_data.TokenizerSpec(vocab_file, do_lower_case=True), **run_kwargs)
+  stats = pretraining_data.create_pretraining_data(run, config, progress=lambda message: None)
+  return outputs, stats
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seq,preds,seed,n_out", [(128, 20, 12345, 1), (37, 5, 7, 2)])
+def test_reference_compatible_mode_equals_google_research(tmp_path, small_corpus, bert_uncased_vocab_file,
+                                                          seq, preds, seed, n_out):
+  """Runs google-research's create_pretraining_data.py (as published on PyPI in bert-tensorflow 1.0.4) and ours
+  on the same input; the records must be equal one for one, in order, over every output file."""
+  ref_outputs = [str(tmp_path / f"ref-{k}.tfrecord") for k in range(n_out)]
+  flags = [f"--input_file={small_corpus}", f"--vocab_file={bert_uncased_vocab_file}", "--do_lower_case=True",
+           f"--max_seq_length={seq}", f"--max_predictions_per_seq={preds}", f"--random_seed={seed}",
+           "--dupe_factor=2", "--masked_lm_prob=0.15", "--short_seq_prob=0.1"]
+  subprocess.run([sys.executable, "-m", "bert.create_pretraining_data", *flags,
+                  "--output_file=" + ",".join(ref_outputs)], check=True, capture_output=True,
+                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  config = instances.InstanceConfig(max_seq_length=seq, max_predictions_per_seq=preds, dupe_factor=2)
+  ours, stats = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, config=config, random_seed=seed,
+                         reference_compatible=True, n_out=n_out)
+  for ref_file, our_file in zip(ref_outputs, ours):
+    expected = parsed_records([ref_file])
+    assert len(expected) > 50
+    assert parsed_records([our_file]) == expected
+  assert stats["instances"] == sum(len(parsed_records([f])) for f in ref_outputs)
+
+
+@pytest.fixture(scope="module")
+def embedded_corpus_file(tmp_path_factory):
+  return corpus.write_default_corpus(str(tmp_path_factory.mktemp("embedded") / "corpus.txt"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_statistics_over_the_embedded_corpus(tmp_path, embedded_corpus_file, bert_uncased_vocab_file,
+                                             whole_word):
+  config = instances.InstanceConfig(dupe_factor=3, do_whole_word_mask=whole_word)
+  outputs, stats = run_ours(tmp_path, embedded_corpus_file, bert_uncased_vocab_file, config=config,
+                            num_shards=2)
+  vocab = tokenization.load_vocab(bert_uncased_vocab_file)
+  cls_id, sep_id, mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+  is_piece = np.zeros(len(vocab), bool)
+  is_piece[[i for t, i in vocab.items() if t.startswith("##")]] = True
+
+  n = masked = tokens = replaced = kept = 0
+  for example in records.read_pretraining_dataset(outputs[0], 128, 20).as_numpy_iterator():
+    n += 1
+    length = int(example["input_mask"].sum())
+    ids, seg = example["input_ids"][:length], example["segment_ids"][:length]
+    k = int(example["masked_lm_weights"].sum())
+    positions, labels = example["masked_lm_positions"][:k], example["masked_lm_ids"][:k]
+    # Layout: [CLS] A [SEP] B [SEP], segment 0 through the first [SEP], 1 after; padding all zeros.
+    first_sep = int(np.argmax(seg))  # First position of B.
+    assert ids[0] == cls_id and ids[first_sep - 1] == sep_id and ids[-1] == sep_id
+    assert not seg[:first_sep].any() and seg[first_sep:].all() and first_sep >= 2 and length - first_sep >= 2
+    assert not example["input_ids"][length:].any() and not example["segment_ids"][length:].any()
+    # Positions sorted, inside the sequence, never a special token; weights 1 then 0.
+    assert list(positions) == sorted(set(positions)) and positions.max() < length and positions.min() > 0
+    assert not np.isin(labels, [cls_id, sep_id]).any()
+    assert (positions != first_sep - 1).all()
+    assert not example["masked_lm_weights"][k:].any()
+    original = ids.copy()
+    original[positions] = labels
+    replaced += int((ids[positions] == mask_id).sum())
+    kept += int((ids[positions] == labels).sum())
+    unmasked = np.ones(length, bool)
+    unmasked[positions] = False
+    assert (ids[unmasked] == original[unmasked]).all()
+    if whole_word:
+      # A "##" piece is masked exactly when the token before it is (unless that one is [SEP]/[CLS]).
+      for p in range(2, length):
+        if is_piece[original[p]] and original[p - 1] not in (cls_id, sep_id):
+          assert unmasked[p] == unmasked[p - 1]
+    masked += k
+    tokens += length
+  assert n == stats["instances"] > 3000
+  assert abs(masked / tokens - 0.15) < 0.02
+  # kept counts random draws that hit the same id too, at most about 0.1 * 1/30522 extra.
+  assert abs(replaced / masked - 0.8) < 0.02 and abs(kept / masked - 0.1) < 0.02
+  assert abs(stats["masked_replaced_by_mask_fraction"] - 0.8) < 0.02
+  assert abs(stats["masked_random_token_fraction"] - 0.1) < 0.02
+  # Among pairs where the 50% coin decided, B is random half the time; one-sentence chunks add more (the
+  # reference's behaviour), which the stats file reports separately.
+  assert abs(stats["next_sentence_random_fraction_of_coin_flips"] - 0.5) < 0.03
+  assert stats["next_sentence_random_fraction"] >= stats["next_sentence_random_fraction_of_coin_flips"]
+  written = json.loads(open(outputs[0] + ".stats.json").read())
+  assert written["instances"] == n and written["num_shards"] == 2 and written["mode"] == "sharded"
+  assert sum(written["length_histogram"].values()) == n
+
+
+@pytest.mark.slow
+def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, small_corpus, bert_uncased_vocab_file):
+  one, stats1 = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name="w1", num_shards=3,
+                         num_workers=1, n_out=2)
+  two, stats2 = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name="w2", num_shards=3,
+                         num_workers=2, n_out=2)
+  for a, b in zip(one, two):
+    assert open(a, "rb").read() == open(b, "rb").read()
+  assert stats1["instances"] == stats2["instances"] > 0
+  # Another shard count is another (equally valid) output.
+  four, _ = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name="s4", num_shards=4, n_out=2)
+  assert parsed_records(four) != parsed_records(one)
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      [os.path.basename(p) for p in one + two + four] + [os.path.basename(p) + ".stats.json"
+                                                         for p in (one[0], two[0], four[0])])
+
+
+def test_gzip_input_gives_the_same_records(tmp_path, small_corpus, bert_uncased_vocab_file):
+  zipped = tmp_path / "small.txt.gz"
+  zipped.write_bytes(gzip.compress(open(small_corpus, "rb").read()))
+  config = instances.InstanceConfig(dupe_factor=1)
+  plain, _ = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name="plain", config=config,
+                      num_shards=2)
+  packed, _ = run_ours(tmp_path, str(zipped), bert_uncased_vocab_file, name="gz", config=config, num_shards=2)
+  assert parsed_records(plain) == parsed_records(packed)
+
+
+def test_dynamic_masking_writes_unmasked_instances(tmp_path, small_corpus, bert_uncased_vocab_file):
+  config = instances.InstanceConfig(dupe_factor=1, dynamic_masking=True)
+  outputs, stats = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, config=config)
+  mask_id = tokenization.load_vocab(bert_uncased_vocab_file)["[MASK]"]
+  found = parsed_records(outputs)
+  assert len(found) == stats["instances"] > 0 and stats["masked_lm_predictions"] == 0
+  assert set(found[0]) == set(records.feature_names(dynamic_masking=True))
+  assert all(mask_id not in r["input_ids"] for r in found)
+
+
+def run_script(*args):
+  return subprocess.run([sys.executable, os.path.join(SCRIPTS, "create_pretraining_data.py"), *args],
+                        capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def test_script_end_to_end_and_inspect(tmp_path, small_corpus, bert_uncased_vocab_file):
+  out = str(tmp_path / "records" / "pretrain.tfrecord")
+  result = run_script(f"--input_file={small_corpus}", f"--output_file={out}",
+                      f"--vocab_file={bert_uncased_vocab_file}", "--dupe_factor=1", "--num_shards=2")
+  assert result.returncode == 0, result.stderr
+  assert "instances/s" in result.stderr and "shard 2/2" in result.stderr
+  inspect = subprocess.run(
+      [sys.executable, os.path.join(SCRIPTS, "inspect_tfrecords.py"), f"--input_file={out}",
+       f"--vocab_file={bert_uncased_vocab_file}", "--max_examples=2"],
+      capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert inspect.returncode == 0, inspect.stderr
+  assert inspect.stdout.count("--- instance") == 2 and "[CLS]" in inspect.stdout and "[MASK](" in inspect.stdout
+  stats = json.loads(inspect.stdout[inspect.stdout.index("{"):])
+  assert stats["records"] == json.load(open(out + ".stats.json"))["instances"]
+  assert stats["max_seq_length"] == 128 and stats["max_predictions_per_seq"] == 20
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--max_seq_length=4", "--max_seq_length=4: must be at least 5"),
+    ("--max_predictions_per_seq=0", "--max_predictions_per_seq=0: must be at least 1"),
+    ("--masked_lm_prob=0", "--masked_lm_prob=0.0: must be in (0, 1]"),
+    ("--masked_lm_prob=1.01", "--masked_lm_prob=1.01: must be in (0, 1]"),
+])
+def test_script_rejects_bad_flags(tmp_path, small_corpus, bert_uncased_vocab_file, flag, message):
+  out = tmp_path / "out.tfrecord"
+  result = run_script(f"--input_file={small_corpus}", f"--output_file={out}",
+                      f"--vocab_file={bert_uncased_vocab_file}", flag)
+  assert result.returncode == 1 and message in result.stderr
+  assert os.listdir(tmp_path) == []
+
+
+def test_script_errors_name_the_file(tmp_path, small_corpus, bert_uncased_vocab_file):
+  out = tmp_path / "out" / "x.tfrecord"
+  missing = run_script(f"--input_file={tmp_path}/nope.txt", f"--output_file={out}",
+                       f"--vocab_file={bert_uncased_vocab_file}")
+  assert missing.returncode == 1 and "nope.txt" in missing.stderr and "matches no file" in missing.stderr
+
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(t for t in open(bert_uncased_vocab_file, encoding="utf-8").read().split("\n")
+                             if t != "[MASK]"), encoding="utf-8")
+  no_mask = run_script(f"--input_file={small_corpus}", f"--output_file={out}", f"--vocab_file={vocab}")
+  assert no_mask.returncode == 1 and "[MASK]" in no_mask.stderr and str(vocab) in no_mask.stderr
+  assert not out.parent.exists() or os.listdir(out.parent) == []
+
+
+def test_undecodable_input_fails_with_file_and_line_and_leaves_no_output(tmp_path, small_corpus,
+                                                                           bert_uncased_vocab_file):
+  # The bad line sits in the last of three shards, after the first shards have been appended to the output.
+  bad = tmp_path / "bad.txt"
+  good = open(small_corpus, "rb").read()
+  bad.write_bytes(good + b"\n\nfine line\ncaf\xe9 in latin-1\n")
+  line = good.count(b"\n") + 4
+  out_dir = tmp_path / "out"
+  result = run_script(f"--input_file={bad}", f"--output_file={out_dir}/a.tfrecord,{out_dir}/b.tfrecord",
+                      f"--vocab_file={bert_uncased_vocab_file}", "--num_shards=3", "--dupe_factor=1")
+  assert result.returncode == 1
+  assert f"{bad}:{line}: not valid UTF-8" in result.stderr
+  assert os.listdir(out_dir) == []  # Neither outputs nor temporaries.
+
+
+def test_empty_and_tiny_inputs_do_not_crash(tmp_path, bert_uncased_vocab_file):
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n\n\n", encoding="utf-8")
+  outputs, stats = run_ours(tmp_path, str(empty), bert_uncased_vocab_file, name="empty")
+  assert stats["instances"] == 0 and parsed_records(outputs) == []
+  one = tmp_path / "one.txt"
+  one.write_text("Just one sentence in one document.\n", encoding="utf-8")
+  outputs, stats = run_ours(tmp_path, str(one), bert_uncased_vocab_file, name="one",
+                            config=instances.InstanceConfig(dupe_factor=2), reference_compatible=True)
+  found = parsed_records(outputs)
+  assert len(found) == stats["instances"] == 2 and all(r["next_sentence_labels"] == (1,) for r in found)
