@@ -387,6 +387,8 @@ def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
       executor = None
     for handle, temp, path in zip(handles, temps, run.output_files):
       handle.close()
+      if not tf.io.gfile.exists(temp):  # GFile creates a file on first write; this output got no shard.
+        tf.io.TFRecordWriter(temp).close()
       fileio.commit(temp, path)
   except BaseException:
     if executor is not None:
