@@ -135,9 +135,16 @@ def _varint(n: int) -> bytes:
       return bytes(out)
 
 
+# Field headers (tag byte + varint length) for the payload lengths records have, computed once.
+_HEADERS = {tag: [bytes((tag,)) + _varint(n) for n in range(1 << 14)] for tag in (0x0A, 0x12, 0x1A)}
+
+
 def _field(tag: int, payload: bytes) -> bytes:
   """A length-delimited protobuf field: tag byte, varint length, payload."""
-  return bytes((tag,)) + _varint(len(payload)) + payload
+  n = len(payload)
+  if n < 1 << 14:
+    return _HEADERS[tag][n] + payload
+  return bytes((tag,)) + _varint(n) + payload
 
 
 class RecordSerializer:
