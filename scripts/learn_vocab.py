@@ -1,0 +1,40 @@
+"""Learns a WordPiece vocab.txt from text files (one sentence a line, plain or gzip, local or gs://).
+
+  python scripts/learn_vocab.py --input_file='corpus/*.txt' --vocab_file=out/vocab.txt --vocab_size=8000
+"""
+
+from __future__ import annotations
+
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Comma-separated files or globs of training text.")
+flags.DEFINE_string("vocab_file", None, "Where to write the vocabulary, one token a line.")
+flags.DEFINE_integer("vocab_size", 8000, "Largest vocabulary size; the result is within 5% below it when the text "
+                     "has enough distinct words.")
+flags.DEFINE_bool("do_lower_case", True, "Learn an uncased vocabulary (lower-cased, accents stripped).")
+flags.mark_flags_as_required(["input_file", "vocab_file"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from bert_tf.data import vocab_learning
+
+  try:
+    learned = vocab_learning.learn_vocab_file(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
+                                              FLAGS.do_lower_case)
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"learn_vocab.py: error: {e}")
+  size = len(learned.tokens)
+  print(f"wrote {FLAGS.vocab_file}: {size} tokens (asked for at most {FLAGS.vocab_size}) from {learned.num_lines} "
+        f"lines; [UNK] rate on the training text: {learned.unk_rate:.6f}")
+  if size < 0.95 * FLAGS.vocab_size:
+    print(f"note: the text has too few distinct words for {FLAGS.vocab_size} tokens; more text gives a fuller "
+          "vocabulary")
+
+
+if __name__ == "__main__":
+  app.run(main)
