@@ -14,7 +14,7 @@ USER_ERRORS = (FileNotFoundError, NotADirectoryError, PermissionError, ValueErro
 
 def quiet_tensorflow() -> None:
   """Keeps TensorFlow's C++ start-up chatter out of the progress display."""
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def run(main: Callable[[list[str]], None]) -> None:

@@ -17,7 +17,6 @@ Every output is written under a temporary name and renamed into place only when 
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -26,6 +25,8 @@ import math
 import multiprocessing
 import os
 import random
+import shutil
+import tempfile
 import time
 from typing import Callable, Iterator, Sequence
 
@@ -48,11 +49,14 @@ class TokenizerSpec:
   do_lower_case: bool = True
   preserve_special_tokens: bool = False
 
-  def build(self):
+  def build(self, vocab=None):
+    """The Python tokenizer: as fast as the in-graph one here (its per-chunk cache) and, unlike it, needs no
+    TensorFlow, so workers start in a fraction of a second. Both give the reference's ids (tests)."""
     from bert_tf.data import tokenization
 
-    return tokenization.GraphTokenizer(self.vocab_file, do_lower_case=self.do_lower_case,
-                                       preserve_special_tokens=self.preserve_special_tokens)
+    return tokenization.FullTokenizer(vocab if vocab is not None else self.vocab_file,
+                                      do_lower_case=self.do_lower_case,
+                                      preserve_special_tokens=self.preserve_special_tokens)
 
 
 @dataclasses.dataclass
@@ -140,23 +144,26 @@ def iter_document_lines(input_files: Sequence[str]) -> Iterator[tuple[int, list[
 
 
 def tokenize_documents(document_lines: Sequence[Sequence[str]], tokenizer) -> list[list[list[int]]]:
-  """Documents of text lines -> documents of token-id sentences; empty sentences and documents dropped."""
-  flat = [line for lines in document_lines for line in lines]
-  ids, row_splits = tokenizer.tokenize_lines(flat) if flat else (np.zeros(0, np.int32), np.zeros(1, np.int64))
-  ids = ids.tolist()
-  row_splits = row_splits.tolist()
+  """Documents of text lines -> documents of token-id sentences; empty sentences and documents dropped.
+
+  `tokenizer` is a `FullTokenizer`, or anything with `tokenize_lines` (the in-graph tokenizer's batch path).
+  """
   documents = []
-  k = 0
-  for lines in document_lines:
-    sentences = []
-    for _ in lines:
-      begin, end = row_splits[k], row_splits[k + 1]
-      k += 1
-      if end > begin:
-        sentences.append(ids[begin:end])
-    if sentences:
-      documents.append(sentences)
-  return documents
+  if hasattr(tokenizer, "tokenize_lines"):
+    flat = [line for lines in document_lines for line in lines]
+    ids, row_splits = tokenizer.tokenize_lines(flat) if flat else (np.zeros(0), np.zeros(1, np.int64))
+    ids, row_splits = ids.tolist(), row_splits.tolist()
+    k = 0
+    for lines in document_lines:
+      sentences = [ids[row_splits[k + j]:row_splits[k + j + 1]] for j in range(len(lines))]
+      k += len(lines)
+      documents.append([s for s in sentences if s])
+  else:
+    vocab = tokenizer.vocab
+    for lines in document_lines:
+      sentences = ([vocab[t] for t in tokenizer.tokenize(line)] for line in lines)
+      documents.append([s for s in sentences if s])
+  return [d for d in documents if d]
 
 
 # -- One job: documents -> shuffled serialized records -----------------------------------------------------------
@@ -192,22 +199,17 @@ def shard_rng(random_seed: int, shard_index: int) -> random.Random:
 _worker_state: dict = {}
 
 
-def _init_worker(tokenizer_spec: TokenizerSpec, config, vocab_ids) -> None:
-  logging.getLogger("tensorflow").setLevel(logging.ERROR)
-  _worker_state.update(tokenizer=tokenizer_spec.build(), config=config, vocab_ids=vocab_ids)
+def _init_worker(tokenizer_spec: TokenizerSpec, vocab: dict, config, vocab_ids) -> None:
+  _worker_state.update(tokenizer=tokenizer_spec.build(vocab), config=config, vocab_ids=vocab_ids)
 
 
 def _run_shard(shard_index: int, random_seed: int, document_lines: list, temp_path: str) -> tuple[str, Stats]:
-  """Worker body: one shard's records into `temp_path`; returns it with the shard's stats."""
-  import tensorflow as tf
-
+  """Worker body: one shard's records into the local file `temp_path`; returns it with the shard's stats."""
   stats = Stats()
   documents = tokenize_documents(document_lines, _worker_state["tokenizer"])
   serialized = make_records(documents, _worker_state["config"], _worker_state["vocab_ids"],
                             shard_rng(random_seed, shard_index), stats)
-  with tf.io.TFRecordWriter(temp_path) as writer:
-    for record in serialized:
-      writer.write(record)
+  records.write_tfrecord_file(temp_path, serialized)
   return temp_path, stats
 
 
@@ -230,13 +232,11 @@ class RunConfig:
 
 
 def _append_file(source: str, destination) -> None:
-  import tensorflow as tf
-
   # A TFRecord file is a sequence of self-delimited records, so concatenating files concatenates records.
-  with tf.io.gfile.GFile(source, "rb") as f:
+  with open(source, "rb") as f:
     while chunk := f.read(1 << 22):
       destination.write(chunk)
-  tf.io.gfile.remove(source)
+  os.remove(source)
 
 
 def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig,
@@ -262,9 +262,9 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   stats = Stats()
   if run.reference_compatible:
     num_shards = 1
-    _run_reference_compatible(run, config, vocab_ids, stats, progress)
+    _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress)
   else:
-    num_shards = _run_sharded(run, config, vocab_ids, stats, progress)
+    num_shards = _run_sharded(run, config, vocab, vocab_ids, stats, progress)
   elapsed = time.time() - started
 
   summary = stats.to_dict()
@@ -285,9 +285,9 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   return summary
 
 
-def _run_reference_compatible(run, config, vocab_ids, stats, progress) -> None:
+def _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress) -> None:
   rng = random.Random(run.random_seed)
-  tokenizer = run.tokenizer.build()
+  tokenizer = run.tokenizer.build(vocab)
   progress(f"reading and tokenizing {len(run.input_files)} file(s) (reference-compatible mode: one process, "
            "whole corpus in memory)")
   document_lines = [lines for _, lines in iter_document_lines(run.input_files)]
@@ -332,7 +332,7 @@ def _iter_shards(run: RunConfig, num_shards: int, total: int) -> Iterator[tuple[
     current, documents = current + 1, []
 
 
-def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
+def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
   num_shards, total = _shard_plan(run)
   progress(f"{total / 1e6:.1f} MB of text in {len(run.input_files)} file(s) -> {num_shards} shard(s) on "
            f"{run.num_workers} worker(s)")
@@ -342,7 +342,6 @@ def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
   for path in run.output_files:
     fileio.makedirs_for(path)
   handles = [tf.io.gfile.GFile(temp, "wb") for temp in temps]
-  shard_temps: list[str] = []
   started = time.time()
 
   def finish(shard_index: int, temp_path: str, shard_stats: Stats) -> None:
@@ -354,22 +353,24 @@ def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
     progress(f"shard {done}/{num_shards}: {stats.instances:,} instances, {rate:,.0f} instances/s, "
              f"ETA {eta:,.0f} s")
 
+  # Workers write each shard to a local temporary file (no TensorFlow needed there); this process appends it to
+  # its output, which may be on gs://.
+  shard_dir = tempfile.mkdtemp(prefix="bert_tf_shards_")
+
   def shard_temp(shard_index: int) -> str:
-    path = fileio.temp_path_for(f"{run.output_files[0]}.shard{shard_index:05d}")
-    shard_temps.append(path)
-    return path
+    return os.path.join(shard_dir, f"shard{shard_index:05d}.tfrecord")
 
   executor = None
   try:
     if run.num_workers == 1:
-      _init_worker(run.tokenizer, config, vocab_ids)
+      _init_worker(run.tokenizer, vocab, config, vocab_ids)
       for shard_index, document_lines in _iter_shards(run, num_shards, total):
         finish(shard_index, *_run_shard(shard_index, run.random_seed, document_lines, shard_temp(shard_index)))
     else:
-      # Spawned, not forked: TensorFlow's thread pools do not survive fork.
+      # Spawned, not forked: this process has TensorFlow loaded, whose thread pools do not survive a fork.
       executor = concurrent.futures.ProcessPoolExecutor(
           max_workers=run.num_workers, mp_context=multiprocessing.get_context("spawn"),
-          initializer=_init_worker, initargs=(run.tokenizer, config, vocab_ids))
+          initializer=_init_worker, initargs=(run.tokenizer, vocab, config, vocab_ids))
       pending: dict[int, concurrent.futures.Future] = {}
       next_to_finish = 0
       # At most num_workers + 1 shards are in flight, which bounds the memory of this process too.
@@ -396,7 +397,7 @@ def _run_sharded(run, config, vocab_ids, stats, progress) -> int:
     for handle, temp in zip(handles, temps):
       handle.close()
       fileio.discard(temp)
-    for path in shard_temps:
-      fileio.discard(path)
     raise
+  finally:
+    shutil.rmtree(shard_dir, ignore_errors=True)
   return num_shards

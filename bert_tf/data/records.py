@@ -201,6 +201,22 @@ class RecordSerializer:
     return _field(0x0A, b"".join(parts))  # Example.features
 
 
+def _masked_crc(data: bytes) -> bytes:
+  import google_crc32c
+
+  crc = google_crc32c.value(data)
+  return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def write_tfrecord_file(path: str, serialized: Sequence[bytes]) -> None:
+  """Writes records to a LOCAL file in the TFRecord framing (length, masked CRC-32C of the length, data, masked
+  CRC-32C of the data) without TensorFlow, so that record-creation workers need not import it."""
+  with open(path, "wb") as f:
+    for record in serialized:
+      length = struct.pack("<Q", len(record))
+      f.write(length + _masked_crc(length) + record + _masked_crc(record))
+
+
 class TFRecordFileWriter:
   """Writes serialized records to `path` (local or gs://) under a temporary name; `close()` renames it into
   place, `abort()` deletes it, so an interrupted run never leaves a complete-looking file."""

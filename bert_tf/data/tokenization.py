@@ -25,15 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import re
 import sys
 import unicodedata
 from typing import Iterator, Mapping, Sequence
 
-import numpy as np
-import tensorflow as tf
-import tensorflow_text as tf_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
@@ -55,6 +51,8 @@ def load_vocab(path: str) -> dict[str, int]:
   Lines end at "\\n" only and are stripped, as the reference reads them. Raises FileNotFoundError if `path` is
   missing and ValueError if a token appears twice, since the reference then silently shifts every later id.
   """
+  import tensorflow as tf  # Here, not at the top: the Python tokenizer must not need TensorFlow.
+
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"vocab file {path} does not exist")
   with tf.io.gfile.GFile(path, "rb") as f:
@@ -314,221 +312,12 @@ class FullTokenizer:
 
 # ---------------------------------------------------------------------------------------------------- in-graph
 
-# A code point ICU must not see is replaced by three that it leaves alone: U+0001 (Cc, so never in cleaned
-# text) and two private-use characters carrying its top and bottom 10 bits.
-_MARK = 0x1
-_PUA_BASE = 0xF0000
-# Matches exactly the strings Python decodes as UTF-8 (no surrogates, nothing above U+10FFFF, no overlongs).
-_RE_VALID_UTF8 = "(?s)[\\x{0}-\\x{D7FF}\\x{E000}-\\x{10FFFF}]*"
 
+def __getattr__(name: str):
+  # The in-graph tokenizer lives in graph_tokenizer.py so that this module, and the worker processes of record
+  # creation that use FullTokenizer, never import TensorFlow; `tokenization.GraphTokenizer` still works.
+  if name == "GraphTokenizer":
+    from bert_tf.data.graph_tokenizer import GraphTokenizer
 
-def _icu_fold(text: tf.Tensor, marks_class: str) -> tf.Tensor:
-  """Step 4 with TensorFlow's ops: tf.string [N] -> tf.string [N]."""
-  text = tf.strings.lower(text, encoding="utf-8")  # Full case mapping, final sigma included, like str.lower.
-  text = tf_text.normalize_utf8(text, "NFD")
-  return tf.strings.regex_replace(text, marks_class, "")
-
-
-@functools.lru_cache(maxsize=None)
-def _icu_fixups() -> tuple[Ranges, tuple[int, ...], tuple[int, ...]]:
-  """Where TensorFlow's ICU and Python's unicodedata disagree on step 4, per code point.
-
-  Returns (code points to route around ICU, sorted keys, their step-4 results as single code points). Routed
-  around: every code point unassigned in Python's database (ICU may be newer and decompose or reorder it), and
-  every assigned one whose lower/NFD/strip result differs. For Python 3.11 (Unicode 14) and TensorFlow 2.20 the
-  latter are the 40 capitals added in Unicode 14 (Vithkuqi, U+2C2F, U+A7C0 ...) that TensorFlow does not
-  lower-case.
-  """
-  classes = _char_classes()
-  marks_table = {cp: None for lo, hi in classes.marks for cp in range(lo, hi + 1)}
-  unassigned = {cp for lo, hi in classes.unassigned for cp in range(lo, hi + 1)}
-  # Cleaning has removed or replaced controls and whitespace before step 4, and private use and surrogates have
-  # no case or decomposition; skipping them all keeps this under a second.
-  skipped = unassigned | {cp for lo, hi in classes.removed + classes.whitespace for cp in range(lo, hi + 1)}
-  candidates = [cp for cp in range(sys.maxunicode + 1)
-                if cp not in skipped and unicodedata.category(chr(cp)) not in ("Cs", "Co")]
-  chars = [chr(cp) for cp in candidates]
-  expected = [unicodedata.normalize("NFD", c.lower()).translate(marks_table) for c in chars]
-  with tf.init_scope():  # Eager even when first called while tracing.
-    folded = _icu_fold(tf.constant(chars), _re2_class(classes.marks)).numpy()
-  fixes = {}
-  for cp, want, got in zip(candidates, expected, folded):
-    if got.decode("utf-8") != want:
-      if len(want) == 1:
-        fixes[cp] = ord(want)
-      else:  # None with Python 3.11 and TensorFlow 2.20; the detour carries one code point only.
-        logging.warning("GraphTokenizer: U+%04X lower-cases to %r in Python but %r in TensorFlow; words holding "
-                        "it may differ from FullTokenizer", cp, want, got.decode("utf-8"))
-  routed = sorted(unassigned | set(fixes))
-  keys = tuple(sorted(fixes))
-  return _to_ranges(routed), keys, tuple(fixes[k] for k in keys)
-
-
-class GraphTokenizer(tf.Module):
-  """The same tokenizer as `FullTokenizer`, built from TensorFlow and tensorflow-text ops.
-
-  `tokenize` is a `tf.function` with an input signature, so a module holding this one is savable with
-  `tf.saved_model.save` and runs after `tf.saved_model.load` wherever tensorflow_text is imported.
-  """
-
-  def __init__(self, vocab: str | Sequence[str], do_lower_case: bool = True, preserve_special_tokens: bool = False,
-               max_chars_per_word: int = DEFAULT_MAX_CHARS_PER_WORD, lines_per_call: int = 4096):
-    super().__init__(name="bert_tokenizer")
-    tokens, index, source = _vocab_tokens(vocab)
-    check_special_tokens(index, source, SPECIAL_TOKENS if preserve_special_tokens else (UNK_TOKEN,))
-    self._tokens = tuple(tokens)
-    self.do_lower_case = do_lower_case
-    self.preserve_special_tokens = preserve_special_tokens
-    self.max_chars_per_word = max_chars_per_word
-    self.lines_per_call = lines_per_call
-    self._unk_id = index[UNK_TOKEN]
-    self._special_ids = tuple((t, index[t]) for t in SPECIAL_TOKENS if t in index)
-
-    classes = _char_classes()
-    self._re_removed = _re2_class(classes.removed)
-    # " " itself is left out: replacing every space by a space would only cost time.
-    self._re_whitespace = _re2_class(tuple(r for r in _split_ranges(classes.whitespace, 0x20) if r != (0x20, 0x20)))
-    self._re_cjk = _re2_class(_CJK_RANGES)
-    self._re_marks = _re2_class(classes.marks)
-    self._re_punctuation = _re2_class(classes.punctuation)
-    self._re_split = " +|" + self._re_punctuation  # Cleaning left " " as the only whitespace.
-    self._re_special = _re2_literal_alternation(SPECIAL_TOKENS)
-    if do_lower_case:
-      routed, keys, values = _icu_fixups()
-      self._re_routed = "(?s).*" + _re2_class(routed) + ".*"
-      self._routed_ranges = tf.constant(np.array(routed, np.int32).reshape([-1, 2]))
-      self._fix_keys = tf.constant(np.array(keys + (0x7FFFFFFF,), np.int32))
-      self._fix_values = tf.constant(np.array(values + (0,), np.int32))
-
-    # "" and "##" can never match a word; FastWordpieceTokenizer would warn about them, so it gets stand-ins
-    # that cannot match either (words never contain U+0000) and the ids stay line numbers.
-    wordpiece_vocab = [t if t not in ("", SUFFIX_INDICATOR) else f"\0unmatchable{i}" for i, t in enumerate(tokens)]
-    self._wordpiece = tf_text.FastWordpieceTokenizer(
-        vocab=wordpiece_vocab, suffix_indicator=SUFFIX_INDICATOR, unknown_token=UNK_TOKEN,
-        max_bytes_per_word=4 * max_chars_per_word,  # Never binding: our own rule counts code points.
-        token_out_type=tf.int64, no_pretokenization=True, support_detokenization=False)
-
-  @property
-  def vocab_size(self) -> int:
-    return len(self._tokens)
-
-  @property
-  def vocab(self) -> dict[str, int]:
-    """Token -> id, as `FullTokenizer.vocab`."""
-    return {token: i for i, token in enumerate(self._tokens)}
-
-  @property
-  def special_token_ids(self) -> dict[str, int]:
-    return dict(self._special_ids)
-
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="strings")])
-  def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-    """tf.string [B] (UTF-8; invalid bytes are dropped) -> int64 RaggedTensor [B, (T)] of WordPiece ids."""
-    words = self.basic_tokenize(strings)  # [B, (W)]
-    return words.with_flat_values(self._word_ids(words.flat_values)).merge_dims(1, 2)
-
-  def tokenize_lines(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Many lines -> (int32 [total] ids of all lines concatenated, int64 [len(lines) + 1] row splits).
-
-    Runs `lines_per_call` lines per call to bound memory.
-    """
-    values, splits, total = [], [np.zeros([1], np.int64)], 0
-    for start in range(0, len(lines), self.lines_per_call):
-      ids = self.tokenize(tf.constant(list(lines[start:start + self.lines_per_call]), tf.string))
-      values.append(ids.flat_values.numpy().astype(np.int32))
-      splits.append(ids.row_splits.numpy()[1:] + total)
-      total += len(values[-1])
-    return (np.concatenate(values) if values else np.zeros([0], np.int32)), np.concatenate(splits)
-
-  def basic_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-    """Steps 1-5: tf.string [B] -> tf.string RaggedTensor [B, (W)] of words (preserved special tokens included)."""
-    # Invalid bytes become U+FFFD, which cleaning drops: the reference's decode(errors="ignore"). Transcoding
-    # costs more than the rest of cleaning, so it runs only when some line is not valid UTF-8.
-    valid = tf.reduce_all(tf.strings.regex_full_match(strings, _RE_VALID_UTF8))
-    text = tf.cond(valid, lambda: strings, lambda: tf.strings.unicode_transcode(
-        strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
-    if not self.preserve_special_tokens:
-      return self._basic(text)
-    pieces = tf_text.regex_split(text, self._re_special, self._re_special)  # [B, (P)]
-    flat = pieces.flat_values
-    is_special = tf.strings.regex_full_match(flat, self._re_special)
-    words = self._basic(tf.where(is_special, "", flat))  # [P, (W)]; empty rows for special pieces.
-    specials = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat, is_special), tf.cast(is_special, tf.int64))
-    return pieces.with_flat_values(tf.concat([words, specials], axis=1)).merge_dims(1, 2)
-
-  def _basic(self, text: tf.Tensor) -> tf.RaggedTensor:
-    text = tf.strings.regex_replace(text, self._re_removed, "")
-    text = tf.strings.regex_replace(text, self._re_whitespace, " ")
-    text = tf.strings.regex_replace(text, self._re_cjk, " \\0 ")
-    if self.do_lower_case:
-      text = self._fold(text)
-    return tf_text.regex_split(text, self._re_split, self._re_punctuation)
-
-  def _fold(self, text: tf.Tensor) -> tf.Tensor:
-    """Step 4 on whole lines (spaces already separate the chunks, and break final-sigma context as chunk ends do).
-
-    Lines holding a code point listed by `_icu_fixups` (rare) take a detour around ICU for those code points.
-    """
-    routed = tf.strings.regex_full_match(text, self._re_routed)
-
-    def detour():
-      parts = tf.cast(routed, tf.int32)
-      positions = tf.dynamic_partition(tf.range(tf.shape(text)[0]), parts, 2)
-      plain, rare = tf.dynamic_partition(text, parts, 2)
-      rare = self._unhide(_icu_fold(self._hide(rare), self._re_marks))
-      return tf.dynamic_stitch(positions, [_icu_fold(plain, self._re_marks), rare])
-
-    return tf.cond(tf.reduce_any(routed), detour, lambda: _icu_fold(text, self._re_marks))
-
-  def _hide(self, text: tf.Tensor) -> tf.Tensor:
-    """Each routed code point c -> U+0001, U+F0000 + (c >> 10), U+F0000 + (c & 1023)."""
-    chars = tf.strings.unicode_decode(text, "UTF-8")  # int32 [N, (C)]
-    c = chars.flat_values
-    row = tf.searchsorted(self._routed_ranges[:, 0], c, side="right") - 1
-    hidden = (row >= 0) & (c <= tf.gather(self._routed_ranges[:, 1], tf.maximum(row, 0)))
-    high = _PUA_BASE + tf.bitwise.right_shift(c, 10)
-    low = _PUA_BASE + tf.bitwise.bitwise_and(c, 1023)
-    triples = tf.stack([tf.where(hidden, _MARK, c), high, low], axis=1)  # [C, 3]
-    lengths = tf.where(hidden, 3, 1)
-    values = tf.RaggedTensor.from_tensor(triples, lengths=lengths).flat_values
-    row_lengths = tf.math.unsorted_segment_sum(lengths, chars.value_rowids(), chars.nrows())
-    return tf.strings.unicode_encode(tf.RaggedTensor.from_row_lengths(values, row_lengths), "UTF-8")
-
-  def _unhide(self, text: tf.Tensor) -> tf.Tensor:
-    """Inverse of `_hide`, giving each code point its step-4 result as Python computes it."""
-    chars = tf.strings.unicode_decode(text, "UTF-8")
-    c = chars.flat_values
-    n = tf.size(c)
-    mark = tf.equal(c, _MARK)
-    after1 = tf.concat([[False], mark], axis=0)[:n]  # The high half.
-    after2 = tf.concat([[False, False], mark], axis=0)[:n]  # The low half: replaced by the result.
-    previous = tf.concat([[0], c], axis=0)[:n]
-    original = tf.bitwise.bitwise_or(tf.bitwise.left_shift(previous - _PUA_BASE, 10), c - _PUA_BASE)
-    # The keys end with a sentinel above every code point, so the search always lands on a real slot.
-    slot = tf.minimum(tf.searchsorted(self._fix_keys, original), tf.size(self._fix_keys) - 1)
-    is_fixed = tf.equal(tf.gather(self._fix_keys, slot), original)
-    c = tf.where(after2, tf.where(is_fixed, tf.gather(self._fix_values, slot), original), c)
-    keep = ~(mark | after1)
-    row_lengths = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), chars.value_rowids(), chars.nrows())
-    kept = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(c, keep), row_lengths)
-    return tf.strings.unicode_encode(kept, "UTF-8")
-
-  def _word_ids(self, words: tf.Tensor) -> tf.RaggedTensor:
-    """Step 6: tf.string [W] -> int64 RaggedTensor [W, (P)]."""
-    # A word has at most as many code points as bytes, so most words need no counting.
-    maybe_long = tf.strings.length(words) > self.max_chars_per_word
-    is_special = tf.zeros_like(maybe_long)
-    special_id = tf.fill(tf.shape(words), tf.constant(self._unk_id, tf.int64))
-    if self.preserve_special_tokens:
-      for token, token_id in self._special_ids:
-        is_token = tf.equal(words, token)  # A normal word cannot be one: brackets are split off.
-        special_id = tf.where(is_token, tf.constant(token_id, tf.int64), special_id)
-        is_special |= is_token
-
-    def with_singles():
-      is_single = is_special | (maybe_long & (tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word))
-      pieces = self._wordpiece.tokenize(tf.where(is_single, "", words))  # "" gives no pieces.
-      singles = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(special_id, is_single), tf.cast(is_single, tf.int64))
-      return tf.concat([pieces, singles], axis=1)
-
-    return tf.cond(tf.reduce_any(maybe_long | is_special), with_singles, lambda: self._wordpiece.tokenize(words))
+    return GraphTokenizer
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
