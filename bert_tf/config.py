@@ -100,12 +100,12 @@ class BertConfig:
 
   @classmethod
   def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-    import tensorflow as tf  # Local import: gfile reads gs:// paths; the config itself needs no TF.
+    from bert_tf import fileio
 
     path = os.fspath(path)
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
       raise FileNotFoundError(f"bert config file {path} does not exist")
-    with tf.io.gfile.GFile(path, "r") as f:
+    with fileio.open_file(path, "r") as f:
       try:
         values = json.load(f)
       except json.JSONDecodeError as e:

@@ -1,4 +1,8 @@
-"""File helpers shared by every writer: local paths and `gs://` through `tf.io.gfile`.
+"""File helpers shared by every reader and writer: local paths and `gs://` (or any `tf.io.gfile` scheme).
+
+Local paths go through Python's own file functions; a path with a scheme (`gs://bucket/...`) goes through
+`tf.io.gfile`. TensorFlow is therefore imported only when a remote path is used, which keeps start-up of
+the data scripts and their worker processes short.
 
 Outputs are written under a temporary name and renamed into place, so a run that fails or is killed never
 leaves a file that looks complete.
@@ -6,44 +10,83 @@ leaves a file that looks complete.
 
 from __future__ import annotations
 
+import glob as _glob
 import os
+import shutil
 import uuid
 
 
+def is_remote(path: str) -> bool:
+  return "://" in path
+
+
+def _gfile():
+  import tensorflow as tf
+
+  return tf.io.gfile
+
+
+def exists(path: str) -> bool:
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def open_file(path: str, mode: str = "rb"):
+  """A file object for `path`: Python's `open` locally, `tf.io.gfile.GFile` for remote paths."""
+  if is_remote(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+
+
+def size(path: str) -> int:
+  return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def makedirs_for(path: str) -> None:
+  head = os.path.dirname(path)
+  if head:
+    if is_remote(head):
+      _gfile().makedirs(head)
+    else:
+      os.makedirs(head, exist_ok=True)
+
+
+def remove(path: str) -> None:
+  if is_remote(path):
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def copy(source: str, destination: str) -> None:
+  if is_remote(source) or is_remote(destination):
+    _gfile().copy(source, destination, overwrite=True)
+  else:
+    shutil.copyfile(source, destination)
+
+
 def temp_path_for(path: str) -> str:
-  """A sibling of `path` that `commit` later renames onto it; unique per call."""
+  """A hidden sibling of `path` that `commit` later renames onto it; unique per call."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
 
 
 def commit(temp: str, path: str) -> None:
-  import tensorflow as tf
-
-  tf.io.gfile.rename(temp, path, overwrite=True)
+  if is_remote(path):
+    _gfile().rename(temp, path, overwrite=True)
+  else:
+    os.replace(temp, path)
 
 
 def discard(temp: str) -> None:
-  import tensorflow as tf
-
-  if tf.io.gfile.exists(temp):
-    tf.io.gfile.remove(temp)
-
-
-def makedirs_for(path: str) -> None:
-  import tensorflow as tf
-
-  head = os.path.dirname(path)
-  if head:
-    tf.io.gfile.makedirs(head)
+  if exists(temp):
+    remove(temp)
 
 
 def write_text_atomic(path: str, text: str) -> None:
-  import tensorflow as tf
-
   makedirs_for(path)
   temp = temp_path_for(path)
   try:
-    with tf.io.gfile.GFile(temp, "w") as f:
+    with open_file(temp, "w") as f:
       f.write(text)
     commit(temp, path)
   except BaseException:
@@ -51,18 +94,20 @@ def write_text_atomic(path: str, text: str) -> None:
     raise
 
 
+def glob(pattern: str) -> list[str]:
+  return sorted(_gfile().glob(pattern) if is_remote(pattern) else _glob.glob(pattern))
+
+
 def expand_globs(patterns: str, what: str = "--input_file") -> list[str]:
   """Comma-separated globs -> the sorted files each matches, in pattern order.
 
   Raises FileNotFoundError naming the pattern that matched nothing.
   """
-  import tensorflow as tf
-
   files: list[str] = []
   for pattern in (p.strip() for p in patterns.split(",")):
     if not pattern:
       continue
-    matched = sorted(tf.io.gfile.glob(pattern))
+    matched = glob(pattern)
     if not matched:
       raise FileNotFoundError(f"{what}: {pattern!r} matches no file")
     files.extend(matched)

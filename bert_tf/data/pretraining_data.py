@@ -231,19 +231,17 @@ class RunConfig:
   stats_file: str | None = None  # Default: <first output file>.stats.json
 
 
-def _append_file(source: str, destination) -> None:
+def _append_file(source: str, destination: records.TFRecordFileWriter) -> None:
   # A TFRecord file is a sequence of self-delimited records, so concatenating files concatenates records.
   with open(source, "rb") as f:
     while chunk := f.read(1 << 22):
-      destination.write(chunk)
+      destination.write_framed(chunk)
   os.remove(source)
 
 
 def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig,
                             progress: Callable[[str], None] = log.info) -> dict:
   """Writes the records and the statistics file; returns the statistics (a JSON-able dict)."""
-  import tensorflow as tf
-
   from bert_tf.data import tokenization
 
   config.validate()
@@ -252,7 +250,7 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   if not run.output_files:
     raise ValueError("--output_file is empty; give one or more comma-separated output paths")
   for path in run.input_files:
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
       raise FileNotFoundError(f"input file {path} does not exist")
   vocab = tokenization.load_vocab(run.tokenizer.vocab_file)
   tokenization.check_special_tokens(vocab, run.tokenizer.vocab_file)
@@ -336,17 +334,12 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
   num_shards, total = _shard_plan(run)
   progress(f"{total / 1e6:.1f} MB of text in {len(run.input_files)} file(s) -> {num_shards} shard(s) on "
            f"{run.num_workers} worker(s)")
-  import tensorflow as tf
-
-  temps = [fileio.temp_path_for(path) for path in run.output_files]
-  for path in run.output_files:
-    fileio.makedirs_for(path)
-  handles = [tf.io.gfile.GFile(temp, "wb") for temp in temps]
+  writers = [records.TFRecordFileWriter(path) for path in run.output_files]
   started = time.time()
 
   def finish(shard_index: int, temp_path: str, shard_stats: Stats) -> None:
     stats.merge(shard_stats)
-    _append_file(temp_path, handles[shard_index % len(handles)])
+    _append_file(temp_path, writers[shard_index % len(writers)])
     done = shard_index + 1
     rate = stats.instances / max(time.time() - started, 1e-9)
     eta = (time.time() - started) / done * (num_shards - done)
@@ -386,17 +379,13 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
         next_to_finish += 1
       executor.shutdown()
       executor = None
-    for handle, temp, path in zip(handles, temps, run.output_files):
-      handle.close()
-      if not tf.io.gfile.exists(temp):  # GFile creates a file on first write; this output got no shard.
-        tf.io.TFRecordWriter(temp).close()
-      fileio.commit(temp, path)
+    for writer in writers:
+      writer.close()
   except BaseException:
     if executor is not None:
       executor.shutdown(wait=True, cancel_futures=True)
-    for handle, temp in zip(handles, temps):
-      handle.close()
-      fileio.discard(temp)
+    for writer in writers:
+      writer.abort()
     raise
   finally:
     shutil.rmtree(shard_dir, ignore_errors=True)

@@ -208,13 +208,22 @@ def _masked_crc(data: bytes) -> bytes:
   return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
 
 
+def frame_record(record: bytes) -> bytes:
+  """One record in the TFRecord framing: length, masked CRC-32C of the length, data, masked CRC-32C of the data.
+
+  Done here rather than by tf.io.TFRecordWriter so that record-creation workers need not import TensorFlow.
+  """
+  length = struct.pack("<Q", len(record))
+  return length + _masked_crc(length) + record + _masked_crc(record)
+
+
 def write_tfrecord_file(path: str, serialized: Sequence[bytes]) -> None:
-  """Writes records to a LOCAL file in the TFRecord framing (length, masked CRC-32C of the length, data, masked
-  CRC-32C of the data) without TensorFlow, so that record-creation workers need not import it."""
-  with open(path, "wb") as f:
+  """Writes records to `path` (local or remote) in the TFRecord format."""
+  from bert_tf import fileio
+
+  with fileio.open_file(path, "wb") as f:
     for record in serialized:
-      length = struct.pack("<Q", len(record))
-      f.write(length + _masked_crc(length) + record + _masked_crc(record))
+      f.write(frame_record(record))
 
 
 class TFRecordFileWriter:
@@ -222,19 +231,21 @@ class TFRecordFileWriter:
   place, `abort()` deletes it, so an interrupted run never leaves a complete-looking file."""
 
   def __init__(self, path: str):
-    import tensorflow as tf
-
     from bert_tf import fileio
 
     fileio.makedirs_for(path)
     self.path = path
     self.temp_path = fileio.temp_path_for(path)
-    self._writer = tf.io.TFRecordWriter(self.temp_path)
+    self._writer = fileio.open_file(self.temp_path, "wb")
     self.count = 0
 
   def write(self, record: bytes) -> None:
-    self._writer.write(record)
+    self._writer.write(frame_record(record))
     self.count += 1
+
+  def write_framed(self, data: bytes) -> None:
+    """Appends already framed records (e.g. the contents of another TFRecord file)."""
+    self._writer.write(data)
 
   def close(self) -> None:
     from bert_tf import fileio

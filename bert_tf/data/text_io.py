@@ -11,6 +11,8 @@ import gzip
 import io
 from typing import Iterator
 
+from bert_tf import fileio
+
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -20,16 +22,16 @@ class CorpusDecodeError(ValueError):
 
 def open_binary(path: str):
   """Opens `path` for reading bytes, decompressing gzip (detected by its magic number, not its name)."""
-  import tensorflow as tf
-
-  if not tf.io.gfile.exists(path):
+  if not fileio.exists(path):
     raise FileNotFoundError(f"input file {path} does not exist")
-  raw = tf.io.gfile.GFile(path, "rb")
+  raw = fileio.open_file(path, "rb")
   head = raw.read(2)
   raw.seek(0)
   if head == _GZIP_MAGIC:
     return gzip.GzipFile(fileobj=raw, mode="rb")
-  return io.BufferedReader(_GFileRaw(raw), buffer_size=1 << 20)
+  if fileio.is_remote(path):
+    return io.BufferedReader(_GFileRaw(raw), buffer_size=1 << 20)
+  return raw
 
 
 class _GFileRaw(io.RawIOBase):
@@ -73,11 +75,9 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
 
 def uncompressed_size(path: str) -> int:
   """Bytes of text in `path` after decompression: a stat for plain files, a streaming count for gzip."""
-  import tensorflow as tf
-
   with open_binary(path) as f:
     if not isinstance(f, gzip.GzipFile):
-      return tf.io.gfile.stat(path).length
+      return fileio.size(path)
     total = 0
     while chunk := f.read(1 << 22):
       total += len(chunk)

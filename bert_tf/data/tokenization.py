@@ -51,11 +51,11 @@ def load_vocab(path: str) -> dict[str, int]:
   Lines end at "\\n" only and are stripped, as the reference reads them. Raises FileNotFoundError if `path` is
   missing and ValueError if a token appears twice, since the reference then silently shifts every later id.
   """
-  import tensorflow as tf  # Here, not at the top: the Python tokenizer must not need TensorFlow.
+  from bert_tf import fileio
 
-  if not tf.io.gfile.exists(path):
+  if not fileio.exists(path):
     raise FileNotFoundError(f"vocab file {path} does not exist")
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with fileio.open_file(path, "rb") as f:
     data = f.read()
   lines = data.split(b"\n")
   if lines[-1] == b"":  # The newline that ends the last line does not start another token.
