@@ -1,0 +1,10 @@
+"""Training: the shared trainer and BERT pretraining under tf.distribute.
+
+  optimization   AdamWeightDecay (google-research's AdamW), Lamb, the warmup + linear-decay schedule
+  distribute     get_strategy: one_device, mirrored, multi_worker_mirrored, tpu
+  inputs         the pretraining input pipeline over sharded TFRecords; in-graph dynamic masking
+  trainer        Task (what a task supplies) and Trainer (the custom loop every task runs through)
+  checkpointing  checkpoints that survive kill and SIGTERM; chief-only writes under multiple workers
+  handoff        the encoder alone, for fine-tuning: export_encoder, load_encoder, restore_encoder
+  pretraining    PretrainingTask and run_pretraining (what scripts/run_pretraining.py calls)
+"""

@@ -1,0 +1,190 @@
+"""Optimizers and the learning-rate schedule of BERT pretraining, as Keras 3 optimizers.
+
+`AdamWeightDecay` is google-research/bert's `AdamWeightDecayOptimizer` (optimization.py), equation for equation:
+
+  m <- beta_1 m + (1 - beta_1) g
+  v <- beta_2 v + (1 - beta_2) g^2
+  update <- m / (sqrt(v) + epsilon)            # no bias correction: the reference has none
+  update <- update + weight_decay_rate * w     # only where `decays(w)`; decoupled, added before the lr
+  w <- w - lr * update
+
+`Lamb` (You et al., 2019) adds bias correction and scales each variable's update by the trust ratio
+||w|| / ||update|| (1 when either norm is 0, and for variables that do not decay).
+
+Weight-decay rule: a variable decays iff it has rank >= 2 and its name is not `bias` - that is, weight
+matrices and embedding tables decay; biases (of any rank) and LayerNorm `gamma`/`beta` (rank 1) do not. For
+BERT this is exactly the set google-research excludes by name ("LayerNorm", "layer_norm", "bias").
+
+Gradients are clipped to global norm `clip_norm` (1.0) before the update. Unlike Keras' built-in optimizers,
+these do NOT sum gradients across replicas: the trainer sums them first (so that clipping sees the norm of
+the global gradient, and a LossScaleOptimizer's finiteness check agrees on every replica), and passes the
+sums. Used outside `trainer.py` under a multi-replica strategy, all-reduce the gradients yourself.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+def decays(variable) -> bool:
+  """The weight-decay rule above: rank >= 2 and not named `bias` (a Keras variable's own name, or the last
+  component of a tf.Variable's)."""
+  name = variable.name.split("/")[-1].split(":")[0]
+  return len(variable.shape) >= 2 and not name.endswith("bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """google-research's schedule: `lr * step / num_warmup_steps` while step < num_warmup_steps, else
+  `lr * (1 - min(step, num_train_steps) / num_train_steps)`.
+
+  `step` is the number of updates already applied, so the first update uses lr 0 when there is warmup. The
+  decay runs from step 0, not from the end of warmup (as the reference's polynomial_decay does), so just
+  after warmup the rate is `lr * (1 - num_warmup_steps / num_train_steps)`, and it reaches 0 at
+  num_train_steps.
+  """
+
+  def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0):
+    if num_train_steps < 1:
+      raise ValueError(f"num_train_steps must be >= 1, got {num_train_steps}")
+    self.learning_rate = float(learning_rate)
+    self.num_train_steps = int(num_train_steps)
+    self.num_warmup_steps = int(num_warmup_steps)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    done = tf.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+    decayed = self.learning_rate * (1.0 - done)
+    if not self.num_warmup_steps:
+      return decayed
+    warmup = self.learning_rate * step / float(self.num_warmup_steps)
+    return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+  def get_config(self):
+    return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps}
+
+
+class _ClippedOptimizer(keras.optimizers.Optimizer):
+  """Shared by both optimizers: global-norm clipping of already-summed gradients, our own weight decay."""
+
+  def __init__(self, learning_rate, weight_decay_rate: float, clip_norm: float | None, name: str, **kwargs):
+    # Keras' own `weight_decay` would decay every variable; ours follows `decays` and sits in update_step.
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    self.weight_decay_rate = float(weight_decay_rate)
+    self.clip_norm = clip_norm
+
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    # Decided once on the Keras variables: inside update_step a mirrored variable arrives as its per-device
+    # component, whose name ("bias/replica_1") no longer says what it is.
+    self._decays = [decays(v) for v in var_list]
+    self._m, self._v = self.add_optimizer_variables(var_list, ["m", "v"])
+
+  def _all_reduce_sum_gradients(self, grads_and_vars):
+    return list(grads_and_vars)  # Already summed by the caller; see the module docstring.
+
+  def _backend_apply_gradients(self, grads, trainable_variables):
+    grads = [tf.convert_to_tensor(g) for g in grads]  # IndexedSlices (embedding lookups) -> dense.
+    if self.clip_norm:
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    self._backend_update_step(grads, trainable_variables, self.learning_rate)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(weight_decay_rate=self.weight_decay_rate, clip_norm=self.clip_norm)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(_ClippedOptimizer):
+  """google-research's AdamWeightDecayOptimizer (see the module docstring for the equations)."""
+
+  def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+               clip_norm=1.0, name="adam_weight_decay", **kwargs):
+    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, **kwargs)
+    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+  def update_step(self, gradient, variable, learning_rate):
+    i = self._get_variable_index(variable)
+    m, v = self._m[i], self._v[i]
+    g = tf.cast(gradient, variable.dtype)
+    self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
+    self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
+    update = m / (tf.sqrt(v) + self.epsilon)
+    if self.weight_decay_rate and self._decays[i]:
+      update += self.weight_decay_rate * variable
+    self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(_ClippedOptimizer):
+  """LAMB: bias-corrected Adam direction plus decoupled weight decay, scaled per variable by the trust ratio
+  ||w|| / ||update||. Variables that do not decay (biases, LayerNorm) get no decay and ratio 1."""
+
+  def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+               clip_norm=1.0, name="lamb", **kwargs):
+    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, **kwargs)
+    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+  def update_step(self, gradient, variable, learning_rate):
+    i = self._get_variable_index(variable)
+    m, v = self._m[i], self._v[i]
+    g = tf.cast(gradient, variable.dtype)
+    t = tf.cast(self.iterations + 1, variable.dtype)
+    self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
+    self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
+    m_hat = m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), t))
+    v_hat = v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), t))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    ratio = 1.0
+    if self._decays[i]:
+      if self.weight_decay_rate:
+        update += self.weight_decay_rate * variable
+      w_norm = tf.norm(variable)
+      u_norm = tf.norm(update)
+      ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30), 1.0)
+    self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * ratio * update)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+    return config
+
+
+def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_train_steps: int = 1,
+                     num_warmup_steps: int = 0, weight_decay_rate: float = 0.01, clip_norm: float = 1.0,
+                     dtype: str = "float32") -> keras.optimizers.Optimizer:
+  """The optimizer of a BERT run: AdamW or LAMB on the warmup-then-linear-decay schedule.
+
+  With dtype "mixed_float16" it is wrapped in a dynamic `keras.optimizers.LossScaleOptimizer` (bfloat16 has
+  float32's range and needs no loss scaling). Create it under the strategy's scope.
+  """
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f"--optimizer={optimizer!r}: choose one of {OPTIMIZERS}")
+  schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+  cls = AdamWeightDecay if optimizer == "adamw" else Lamb
+  opt = cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
+  if dtype == "mixed_float16":
+    opt = keras.optimizers.LossScaleOptimizer(opt)
+  return opt
+
+
+def inner_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+  """The optimizer that updates the weights: unwraps a LossScaleOptimizer."""
+  return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def current_learning_rate(optimizer: keras.optimizers.Optimizer) -> float:
+  inner = inner_optimizer(optimizer)
+  return float(inner._get_current_learning_rate())  # pylint: disable=protected-access

@@ -1,0 +1,185 @@
+"""BERT pretraining (masked LM + next sentence) as a `Task` of the shared trainer, and the run that
+`scripts/run_pretraining.py` calls.
+
+The loss is google-research's: sum(w * masked-LM cross-entropy) / (sum(w) + 1e-5) + mean(NSP cross-entropy),
+over the global batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.config import BertConfig
+from bert_tf.training import distribute, handoff, inputs, optimization, trainer
+
+DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass
+class PretrainingConfig:
+  """One pretraining run; field names are the script's flags (google-research's where it had them)."""
+
+  input_file: str
+  output_dir: str
+  bert_config: BertConfig
+  init_checkpoint: str | None = None
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  train_batch_size: int = 32  # global, per optimizer update
+  learning_rate: float = 1e-4
+  num_train_steps: int = 100000
+  num_warmup_steps: int = 10000
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  steps_per_loop: int = 100
+  log_steps: int = 100
+  distribution_strategy: str = "mirrored"
+  num_gpus: int = 0
+  tpu_name: str | None = None
+  tpu_zone: str | None = None
+  gcp_project: str | None = None
+  optimizer: str = "adamw"
+  dtype: str = "float32"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  dynamic_masking: bool = False
+  vocab_file: str | None = None
+  seed: int = 12345
+  export_encoder: bool = True
+
+  def validate(self) -> None:
+    """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
+    c = self.bert_config
+    if self.max_seq_length > c.max_position_embeddings:
+      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
+                       f"{c.max_position_embeddings} of --bert_config_file; lower it")
+    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+      raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be in [1, "
+                       f"--max_seq_length={self.max_seq_length}]")
+    if self.num_train_steps < 1:
+      raise ValueError(f"--num_train_steps={self.num_train_steps}: must be >= 1")
+    if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+      raise ValueError(f"--num_warmup_steps={self.num_warmup_steps}: must be in [0, --num_train_steps="
+                       f"{self.num_train_steps}]")
+    if self.learning_rate <= 0:
+      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"--dtype={self.dtype!r}: choose one of {DTYPES}")
+    if self.dtype == "mixed_float16" and self.distribution_strategy == "tpu":
+      raise ValueError("--dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use --dtype=mixed_bfloat16")
+    if self.optimizer not in optimization.OPTIMIZERS:
+      raise ValueError(f"--optimizer={self.optimizer!r}: choose one of {optimization.OPTIMIZERS}")
+    if self.dynamic_masking and not self.vocab_file:
+      raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
+    if self.seed < 0:
+      raise ValueError(f"--seed={self.seed}: must be >= 0")
+
+  def trainer_config(self) -> trainer.TrainerConfig:
+    return trainer.TrainerConfig(
+        output_dir=self.output_dir, global_batch_size=self.train_batch_size, num_train_steps=self.num_train_steps,
+        gradient_accumulation_steps=self.gradient_accumulation_steps, steps_per_loop=self.steps_per_loop,
+        save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
+        log_steps=self.log_steps, jit_compile=self.jit_compile)
+
+
+class PretrainingTask(trainer.Task):
+  """Masked LM + next-sentence prediction on google-research's pretraining records."""
+
+  def __init__(self, config: PretrainingConfig, masking: inputs.MaskingConfig | None = None):
+    self.config = config
+    self.masking = masking
+
+  def build_model(self) -> keras.Model:
+    from bert_tf.model.pretraining import BertPretrainer
+
+    # The policy goes to the model, not keras' global setting, so nothing else in the process changes.
+    return BertPretrainer(self.config.bert_config, dtype=self.config.dtype)
+
+  def build_dataset(self, batch_size, input_context):
+    c = self.config
+    return inputs.pretraining_dataset(c.input_file, batch_size, c.max_seq_length, c.max_predictions_per_seq,
+                                      input_context=input_context, seed=c.seed, masking=self.masking)
+
+  def normalizers(self, features):
+    weights = features["masked_lm_weights"]
+    return {"mlm_weight_sum": tf.reduce_sum(weights),
+            "nsp_count": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)}
+
+  def loss_terms(self, features, outputs):
+    from bert_tf.model.pretraining import pretraining_loss_terms
+
+    return pretraining_loss_terms(features, outputs)
+
+  def loss(self, terms, normalizers):
+    return (terms["mlm_loss_sum"] / (normalizers["mlm_weight_sum"] + 1e-5)
+            + terms["nsp_loss_sum"] / normalizers["nsp_count"])
+
+  def metrics(self, sums):
+    weights = max(sums["mlm_weight_sum"], 1e-5)
+    count = max(sums["nsp_count"], 1.0)
+    return {"mlm_loss": sums["mlm_loss_sum"] / weights, "mlm_accuracy": sums["mlm_correct_sum"] / weights,
+            "nsp_loss": sums["nsp_loss_sum"] / count, "nsp_accuracy": sums["nsp_correct_sum"] / count}
+
+  def checkpoint_items(self, model):
+    # The encoder and heads also sit at the root, as in scripts/convert_checkpoint.py's `ours` checkpoints,
+    # so `handoff.restore_encoder` and `convert.load_ours` read a training checkpoint directly.
+    return {"model": model, "encoder": model.encoder, "mlm_head": model.mlm_head, "nsp_head": model.nsp_head}
+
+
+def check_records(config: PretrainingConfig) -> None:
+  """The first input file must hold records of the shape the flags say; raises ValueError naming the fix."""
+  from bert_tf import fileio
+  from bert_tf.data import records
+
+  first = fileio.expand_globs(config.input_file)[0]
+  seq, predictions, dynamic = records.infer_record_shape(first)
+  if seq != config.max_seq_length:
+    raise ValueError(f"{first}: records have max_seq_length {seq}; pass --max_seq_length={seq}")
+  if dynamic != config.dynamic_masking:
+    fix = "add --dynamic_masking and --vocab_file" if dynamic else "drop --dynamic_masking"
+    raise ValueError(f"{first}: records are {'un' if dynamic else ''}masked; {fix}")
+  if not dynamic and predictions != config.max_predictions_per_seq:
+    raise ValueError(f"{first}: records have max_predictions_per_seq {predictions}; pass "
+                     f"--max_predictions_per_seq={predictions}")
+
+
+def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy | None = None,
+                    trainer_cls=trainer.Trainer) -> trainer.TrainResult:
+  """Pretrains, resuming from `<output_dir>/checkpoints` when there is one; at the end writes the encoder
+  hand-off (handoff.py) under output_dir. Returns the trainer's result (`interrupted` after a SIGTERM)."""
+  config.validate()
+  check_records(config)
+  masking = None
+  if config.dynamic_masking:
+    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file)
+    if masking.vocab_size > config.bert_config.vocab_size:
+      raise ValueError(f"--vocab_file has {masking.vocab_size} tokens but --bert_config_file says vocab_size="
+                       f"{config.bert_config.vocab_size}")
+  keras.utils.set_random_seed(config.seed)
+  if strategy is None:
+    strategy = distribute.get_strategy(config.distribution_strategy, config.num_gpus, config.tpu_name,
+                                       config.tpu_zone, config.gcp_project)
+  logging.info("strategy %s: %d replica(s), %d worker(s)", type(strategy).__name__,
+               strategy.num_replicas_in_sync, distribute.num_workers(strategy))
+  task = PretrainingTask(config, masking)
+  steps = config.num_train_steps
+  run = trainer_cls(
+      task, strategy,
+      lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps,
+                                            config.num_warmup_steps, dtype=config.dtype),
+      config.trainer_config())
+  if distribute.is_chief(strategy):
+    tf.io.gfile.makedirs(config.output_dir)
+    config.bert_config.to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
+  if config.init_checkpoint and run.checkpointer.latest() is None:
+    prefix = handoff.restore_encoder(run.model.encoder, config.init_checkpoint)
+    logging.info("initialised the encoder from %s", prefix)
+  result = run.train()
+  if config.export_encoder and not result.interrupted and distribute.is_chief(strategy):
+    handoff.export_encoder(run.model.encoder, config.bert_config, config.output_dir)
+  return result

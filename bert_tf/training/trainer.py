@@ -1,0 +1,284 @@
+"""The one training loop: pretraining and every fine-tuning task run through `Trainer`.
+
+A `Task` supplies the model, its input, and its loss as *sums* over examples; the trainer owns the
+distribution strategy, the optimizer, gradient accumulation, mixed precision, checkpoints, summaries and the
+progress line.
+
+Why sums: the loss of a global batch is a ratio such as sum(per-token loss) / sum(weights). Each replica and
+micro-batch computes its numerator and divides by the denominator of the *whole* global batch (`normalizers`,
+summed over micro-batches and all-reduced before the forward pass), so the gradients, summed across
+micro-batches and replicas, are exactly those of the global batch: the loss and the update do not depend on
+the number of replicas or of accumulation steps.
+
+One optimizer step (`global_batch_size` examples):
+
+  per replica: features [G / R, ...] -> N micro-batches [G / (R N), ...]
+    normalizers(all N) --all-reduce--> global normalizers
+    for each micro-batch: forward, loss(terms, global normalizers), backward; sum gradients and terms
+  all-reduce the summed gradients and terms -> optimizer.apply (clip, update) on every replica alike
+
+`steps_per_loop` such steps run inside one `tf.function` call, so the host is consulted once per loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.training import checkpointing, distribute, optimization
+
+
+class Task:
+  """What a training task supplies. Subclass and override; everything else is the trainer's."""
+
+  def build_model(self) -> keras.Model:
+    """The model, called as `model(features, training=True)`; built under the strategy's scope."""
+    raise NotImplementedError
+
+  def build_dataset(self, batch_size: int, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """Batches of `batch_size` (the per-replica batch) for the input pipeline `input_context` names."""
+    raise NotImplementedError
+
+  def normalizers(self, features: dict) -> dict[str, tf.Tensor]:
+    """Denominators of the loss that depend on the inputs only (counts, weight sums), as float32 sums."""
+    return {}
+
+  def loss_terms(self, features: dict, outputs: Any) -> dict[str, tf.Tensor]:
+    """float32 scalar sums over the batch (loss sums, correct counts, ...); outputs are cast to float32."""
+    raise NotImplementedError
+
+  def loss(self, terms: dict, normalizers: dict) -> tf.Tensor:
+    """The scalar to minimise, linear in `terms` and divided by the global `normalizers`."""
+    raise NotImplementedError
+
+  def metrics(self, sums: dict[str, float]) -> dict[str, float]:
+    """Reported metrics from `terms` and `normalizers` summed over a window of steps (numpy on the host)."""
+    return {}
+
+  def checkpoint_items(self, model: keras.Model) -> dict[str, Any]:
+    """What goes into training checkpoints beside the optimizer and step."""
+    return {"model": model}
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+  output_dir: str
+  global_batch_size: int  # examples per optimizer update, over all replicas and accumulation steps
+  num_train_steps: int
+  gradient_accumulation_steps: int = 1
+  steps_per_loop: int = 100  # optimizer steps per host call
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 5
+  log_steps: int = 100  # a progress line and summaries every this many steps (rounded to loop ends)
+  jit_compile: bool = False  # XLA-compile each replica's forward and backward pass
+
+  def validate(self, num_replicas: int) -> None:
+    """Raises ValueError naming the flag at fault and what to change."""
+    for name in ("global_batch_size", "num_train_steps", "gradient_accumulation_steps", "steps_per_loop",
+                 "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
+    parts = num_replicas * self.gradient_accumulation_steps
+    if self.global_batch_size % parts:
+      raise ValueError(
+          f"--train_batch_size={self.global_batch_size} is not divisible by replicas ({num_replicas}) x "
+          f"--gradient_accumulation_steps ({self.gradient_accumulation_steps}) = {parts}; "
+          f"pick a multiple of {parts}")
+
+
+@dataclasses.dataclass
+class TrainResult:
+  step: int
+  metrics: dict[str, float]
+  interrupted: bool  # stopped early by SIGTERM, after saving a checkpoint
+
+
+def _as_float32(x):
+  return tf.cast(x, tf.float32) if x.dtype.is_floating else x
+
+
+def _zeros_like_spec(spec: tf.TensorSpec) -> tf.Tensor:
+  return tf.zeros([1 if d is None else d for d in spec.shape], spec.dtype)
+
+
+def _non_weight_variables(model: keras.Model) -> list:
+  """Variables that `model.weights` (and so a checkpoint of the model) leaves out: the dropout layers' seed
+  generator states. Saved so that a resumed run draws the dropout masks the uninterrupted one would."""
+  weights = {id(w) for w in model.weights}
+  return [v for v in model.variables if id(v) not in weights]
+
+
+class Trainer:
+  """Trains `task.build_model()` under `strategy`; resumes from `<output_dir>/checkpoints` if present."""
+
+  def __init__(self, task: Task, strategy: tf.distribute.Strategy,
+               optimizer_fn: Callable[[], keras.optimizers.Optimizer], config: TrainerConfig):
+    self.task, self.strategy, self.config = task, strategy, config
+    self.num_replicas = strategy.num_replicas_in_sync
+    config.validate(self.num_replicas)
+    self.chief = distribute.is_chief(strategy)
+    # One input pipeline per worker, on its host, read through a plain tf.data iterator: unlike the
+    # iterators of strategy.distribute_datasets_from_function (TF 2.20), it can be saved in a checkpoint, so
+    # a resumed run continues the very stream it left. Each step's worker batch is split across the local
+    # replicas in-graph (`_split`).
+    self.num_workers = distribute.num_workers(strategy)
+    self.local_replicas = self.num_replicas // self.num_workers
+    context = tf.distribute.InputContext(self.num_workers, distribute.worker_index(strategy), self.num_replicas)
+    dataset = task.build_dataset(config.global_batch_size // self.num_workers, context)
+    with strategy.scope():
+      self.model = task.build_model()
+      # Subclassed models create variables on first call; the optimizer must see them all before tracing.
+      # The same call on a 1-example zero batch tells the names of the loss terms the loop will sum.
+      zeros = tf.nest.map_structure(_zeros_like_spec, dataset.element_spec)
+      outputs = tf.nest.map_structure(_as_float32, self.model(zeros, training=False))
+      self._term_names = sorted({*task.loss_terms(zeros, outputs), "loss"})
+      self._sum_names = sorted({*self._term_names, *task.normalizers(zeros)})
+      self.optimizer = optimizer_fn()
+      self.optimizer.build(self.model.trainable_variables)
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self.iterator = iter(dataset)
+    self.checkpointer = checkpointing.Checkpointer(
+        os.path.join(config.output_dir, "checkpoints"), strategy, config.keep_checkpoint_max,
+        iterator=self.iterator, optimizer=self.optimizer, step=self.step,
+        model_state=_non_weight_variables(self.model), **task.checkpoint_items(self.model))
+    self._grads_fn = tf.function(self._grads, jit_compile=True) if config.jit_compile else self._grads
+    self._loop_fn = tf.function(self._loop)
+    self._writer = None
+    self.history: list[dict[str, float]] = []  # one entry per progress line: {"step": ..., metrics...}
+
+  # -- In-graph ------------------------------------------------------------------------------------------
+
+  def _grads(self, features, normalizers):
+    """One micro-batch on one replica -> (gradients, terms with "loss"); terms are float32 sums."""
+    variables = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      outputs = self.model(features, training=True)
+      outputs = tf.nest.map_structure(_as_float32, outputs)
+      terms = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_terms(features, outputs).items()}
+      loss = self.task.loss(terms, normalizers)
+      scaled = self.optimizer.scale_loss(loss)  # x dynamic loss scale under mixed_float16, else unchanged
+    grads = tape.gradient(scaled, variables)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, variables)]
+    return grads, dict(terms, loss=loss)
+
+  def _replica_step(self, features):
+    ctx = tf.distribute.get_replica_context()
+    n = self.config.gradient_accumulation_steps
+    normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.normalizers(features).items()}
+    normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers) if normalizers else {}
+    if n == 1:
+      grads, terms = self._grads_fn(features, normalizers)
+    else:
+      # [G/R, ...] -> [N, G/(R N), ...]; micro-batch i is row i. One traced body, run N times.
+      micro = tf.nest.map_structure(lambda x: tf.reshape(x, tf.concat([[n, -1], tf.shape(x)[1:]], 0)), features)
+      grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
+      terms = {k: tf.constant(0.0) for k in self._term_names}
+      for i in tf.range(n):
+        batch = {k: v[i] for k, v in micro.items()}
+        g, t = self._grads_fn(batch, normalizers)
+        grads = [a + b for a, b in zip(grads, g)]
+        terms = {k: terms[k] + t[k] for k in self._term_names}
+    grads, terms = ctx.all_reduce(tf.distribute.ReduceOp.SUM, (grads, terms))
+    self.optimizer.apply(grads, self.model.trainable_variables)
+    return dict(terms, **normalizers)
+
+  def _split(self, batch):
+    """A worker's batch [G / workers, ...] -> per-replica values [G / replicas, ...], replica r taking the
+    r-th contiguous slice (so one replica and several see the same global batch)."""
+    if self.num_replicas == 1:
+      return batch
+    n = self.local_replicas
+
+    def slice_for(ctx):
+      i = ctx.replica_id_in_sync_group % n
+      return tf.nest.map_structure(lambda x: tf.split(x, n, axis=0)[i], batch)
+
+    return self.strategy.experimental_distribute_values_from_function(slice_for)
+
+  def _loop(self, iterator, num_steps):
+    """`num_steps` optimizer steps -> terms and normalizers summed over them (global sums)."""
+
+    def step():
+      sums = self.strategy.run(self._replica_step, args=(self._split(next(iterator)),))
+      return {k: self.strategy.experimental_local_results(v)[0] for k, v in sums.items()}
+
+    sums = {k: tf.constant(0.0) for k in self._sum_names}
+    for _ in tf.range(num_steps):
+      new = step()
+      sums = {k: sums[k] + new[k] for k in self._sum_names}
+    return sums
+
+  # -- Host ----------------------------------------------------------------------------------------------
+
+  def _summary_writer(self):
+    if self._writer is None:
+      self._writer = (tf.summary.create_file_writer(os.path.join(self.config.output_dir, "train"))
+                      if self.chief else tf.summary.create_noop_writer())
+    return self._writer
+
+  def _report(self, step: int, sums: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
+    values = dict(self.task.metrics(sums))
+    values = {"loss": sums["loss"] / steps, **values}
+    values["learning_rate"] = optimization.current_learning_rate(self.optimizer)
+    values["sequences_per_second"] = steps * self.config.global_batch_size / max(seconds, 1e-9)
+    values["steps_per_second"] = steps / max(seconds, 1e-9)
+    with self._summary_writer().as_default(step=step):
+      for name, value in values.items():
+        tf.summary.scalar(name, value)
+    shown = "  ".join(f"{k} {v:.4g}" for k, v in values.items() if k != "steps_per_second")
+    logging.info("step %d/%d  %s", step, self.config.num_train_steps, shown)
+    self.history.append({"step": step, **values})
+    return values
+
+  def train(self) -> TrainResult:
+    """Runs until `num_train_steps` (or a SIGTERM); saves checkpoints on the way and at the end."""
+    cfg = self.config
+    restored = self.checkpointer.restore()
+    step = int(self.step.numpy())
+    if restored:
+      logging.info("resuming at step %d from %s", step, restored)
+    metrics: dict[str, float] = {}
+    window: dict[str, float] = {}
+    window_steps, window_seconds = 0, 0.0
+    saved_at = step if restored else -1
+    with checkpointing.TerminationSignal() as termination:
+      while step < cfg.num_train_steps:
+        boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
+                      (step // cfg.log_steps + 1) * cfg.log_steps,
+                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
+        n = min(boundaries) - step
+        start = time.perf_counter()
+        sums = {k: float(v.numpy()) for k, v in self._loop_fn(self.iterator, tf.constant(n, tf.int32)).items()}
+        window_seconds += time.perf_counter() - start
+        if not np.isfinite(sums["loss"]):
+          logging.warning("step %d: the loss is not finite (%s)", step + n, sums["loss"])
+        step += n
+        self.step.assign(step)
+        window = {k: window.get(k, 0.0) + v for k, v in sums.items()}
+        window_steps += n
+        self._after_loop(step)
+        if step % cfg.log_steps == 0 or step == cfg.num_train_steps:
+          metrics = self._report(step, window, window_steps, window_seconds)
+          window, window_steps, window_seconds = {}, 0, 0.0
+        if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
+          self.checkpointer.save(step)
+          saved_at = step
+        if step < cfg.num_train_steps and termination.requested(self.strategy):  # same test on every worker
+          if saved_at != step:
+            self.checkpointer.save(step)
+          logging.warning("stopped at step %d on request; rerun the same command to resume", step)
+          self._summary_writer().flush()
+          return TrainResult(step, metrics, interrupted=True)
+    self._summary_writer().flush()
+    return TrainResult(step, metrics, interrupted=False)
+
+  def _after_loop(self, step: int) -> None:
+    """Called after every host loop with the step reached; a hook for tests and subclasses."""

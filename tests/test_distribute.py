@@ -1,0 +1,89 @@
+"""Strategies: two mirrored replicas train like one device; two workers on 127.0.0.1 stay in lockstep and only
+the chief keeps checkpoints; TPU selection fails with a message saying what to do."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import training_helpers as th
+from bert_tf.training import distribute
+
+
+def _npz(path):
+  with np.load(path) as f:
+    return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+
+
+@pytest.mark.slow
+def test_two_mirrored_replicas_match_one_device_and_tpu_is_refused(tmp_path):
+  out = tmp_path / "results.json"
+  # Logical CPU devices must be configured before TensorFlow initialises its devices: a fresh process.
+  # mirrored:2 = two replicas, each accumulating 2 micro-batches: both ways of splitting the batch at once.
+  result = th.run_python([os.path.join("tests", "distributed_run.py"), str(out), str(tmp_path), "one_device:1",
+                          "mirrored:2", "tpu:1"], LOGICAL_CPUS=2, STEPS=4)
+  assert result.returncode == 0, result.stderr[-3000:]
+  runs = json.loads(out.read_text())
+  one, two = runs["one_device:1"], runs["mirrored:2"]
+  for r in (one, two):
+    assert r["error"] is None, r["error"]
+  assert (one["replicas"], two["replicas"]) == (1, 2)
+  assert len(one["losses"]) == 4
+  # Same global batch of 8: all 8 on one device, or 2 + 2 twice on each of two replicas.
+  assert two["losses"] == pytest.approx(one["losses"], abs=1e-5)
+  for a, b in zip(_npz(two["weights"]), _npz(one["weights"])):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+  assert "no TPU could be reached" in runs["tpu:1"]["error"]
+  assert "--distribution_strategy=one_device, mirrored or multi_worker_mirrored" in runs["tpu:1"]["error"]
+
+
+@pytest.mark.slow
+def test_two_workers_train_in_lockstep_and_only_the_chief_keeps_checkpoints(tmp_path):
+  data = th.write_records(tmp_path / "data", num_files=4)
+  ports = th.free_ports(2)
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  workers = []
+  for index in range(2):
+    env = th.python_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+                        DATA=data, STEPS=3)
+    workers.append(subprocess.Popen(
+        [sys.executable, os.path.join("tests", "distributed_run.py"), str(tmp_path / f"w{index}.json"),
+         str(tmp_path), "multi_worker_mirrored:1"], cwd=th.REPO, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True))
+  outputs = []
+  for w in workers:
+    try:
+      outputs.append(w.communicate(timeout=200)[0])
+    finally:
+      w.kill()
+  assert [w.returncode for w in workers] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+  runs = [json.loads((tmp_path / f"w{i}.json").read_text())["multi_worker_mirrored:1"] for i in range(2)]
+  assert [r["error"] for r in runs] == [None, None], runs
+  assert [r["chief"] for r in runs] == [True, False] and runs[0]["replicas"] == 2
+  assert len(runs[0]["losses"]) == 3 and runs[0]["losses"] == runs[1]["losses"]
+  for a, b in zip(_npz(runs[0]["weights"]), _npz(runs[1]["weights"])):
+    np.testing.assert_array_equal(a, b)
+
+  out = tmp_path / "multi_worker_mirrored-1"
+  checkpoints = sorted(os.listdir(out / "checkpoints"))
+  # The chief's model checkpoints; each worker's own input position; no leftover of worker 1's temporary save.
+  assert checkpoints == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "ckpt-3.data-00000-of-00001",
+                         "ckpt-3.index", "input_pipeline-0", "input_pipeline-1"], checkpoints
+  assert len(os.listdir(out / "train")) == 1  # one TensorBoard writer: the chief's
+
+
+def test_strategy_selection_errors_say_what_to_change(monkeypatch):
+  with pytest.raises(ValueError, match="choose one of"):
+    distribute.get_strategy("parameter_server")
+  with pytest.raises(ValueError, match="--tpu_name"):
+    distribute.get_strategy("tpu")
+  with pytest.raises(ValueError, match=r"--num_gpus=4 but this machine has 0 GPU"):
+    distribute.get_strategy("mirrored", num_gpus=4)
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  with pytest.raises(ValueError, match="TF_CONFIG"):
+    distribute.get_strategy("multi_worker_mirrored")
+  one = distribute.get_strategy("one_device")
+  assert distribute.is_chief(one) and distribute.worker_index(one) == 0 and distribute.num_workers(one) == 1

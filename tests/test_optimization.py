@@ -1,0 +1,147 @@
+"""AdamWeightDecay and LAMB against numpy transcriptions of their equations; the schedule; the decay rule."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.training import optimization
+
+LR = 0.01
+WD = 0.01
+
+
+def _reference_adamw(params, grads_per_step, lrs, decay_flags, clip_norm=1.0, b1=0.9, b2=0.999, eps=1e-6):
+  """google-research AdamWeightDecayOptimizer in numpy: no bias correction, decay added before the lr."""
+  params = [p.astype(np.float64).copy() for p in params]
+  m = [np.zeros_like(p) for p in params]
+  v = [np.zeros_like(p) for p in params]
+  for grads, lr in zip(grads_per_step, lrs):
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+    grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
+    for i, g in enumerate(grads):
+      m[i] = b1 * m[i] + (1 - b1) * g
+      v[i] = b2 * v[i] + (1 - b2) * g * g
+      update = m[i] / (np.sqrt(v[i]) + eps)
+      if decay_flags[i]:
+        update = update + WD * params[i]
+      params[i] = params[i] - lr * update
+  return params
+
+
+def _reference_lamb(params, grads_per_step, lrs, decay_flags, b1=0.9, b2=0.999, eps=1e-6):
+  params = [p.astype(np.float64).copy() for p in params]
+  m = [np.zeros_like(p) for p in params]
+  v = [np.zeros_like(p) for p in params]
+  for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+    grads = [g / max(norm, 1.0) for g in grads]
+    for i, g in enumerate(grads):
+      m[i] = b1 * m[i] + (1 - b1) * g
+      v[i] = b2 * v[i] + (1 - b2) * g * g
+      update = (m[i] / (1 - b1**t)) / (np.sqrt(v[i] / (1 - b2**t)) + eps)
+      ratio = 1.0
+      if decay_flags[i]:
+        update = update + WD * params[i]
+        w, u = np.linalg.norm(params[i]), np.linalg.norm(update)
+        ratio = w / u if w > 0 and u > 0 else 1.0
+      params[i] = params[i] - lr * ratio * update
+  return params
+
+
+def _variables(rng):
+  # A kernel [3, 5] (decays), its bias [5] (does not), a LayerNorm-like gamma [5] (does not), an
+  # EinsumDense-style bias [2, 5] (rank 2 but named bias: does not).
+  shapes = {"kernel": (3, 5), "bias": (5,), "gamma": (5,), "attention_bias": (2, 5)}
+  return [keras.Variable(rng.normal(size=s).astype(np.float32), name=n) for n, s in shapes.items()]
+
+
+def _run(optimizer, variables, grads_per_step):
+  for grads in grads_per_step:
+    optimizer.apply([tf.constant(g) for g in grads], variables)
+  return [v.numpy() for v in variables]
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_update_matches_reference_equations(name):
+  rng = np.random.default_rng(0)
+  variables = _variables(rng)
+  initial = [v.numpy() for v in variables]
+  # Step 0 has a gradient of global norm > 1 so clipping is exercised; the others are small.
+  grads_per_step = [[rng.normal(size=v.shape).astype(np.float32) * s for v in variables] for s in (3.0, 0.1, 0.2)]
+  schedule = optimization.WarmupLinearDecay(LR, num_train_steps=10, num_warmup_steps=2)
+  lrs = [float(schedule(t)) for t in range(3)]
+  assert lrs == pytest.approx([0.0, 0.005, 0.008])
+  cls = optimization.AdamWeightDecay if name == "adamw" else optimization.Lamb
+  opt = cls(learning_rate=schedule, weight_decay_rate=WD)
+  got = _run(opt, variables, grads_per_step)
+  flags = [True, False, False, False]
+  assert [bool(d) for d in opt._decays] == flags
+  reference = _reference_adamw if name == "adamw" else _reference_lamb
+  want = reference(initial, grads_per_step, lrs, flags)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+  assert int(opt.iterations) == 3
+
+
+def test_schedule_at_key_steps():
+  s = optimization.WarmupLinearDecay(1e-4, num_train_steps=1000, num_warmup_steps=100)
+  values = {t: float(s(t)) for t in (0, 1, 50, 99, 100, 500, 999, 1000, 5000)}
+  assert values[0] == 0.0
+  assert values[1] == pytest.approx(1e-6)
+  assert values[50] == pytest.approx(5e-5)
+  assert values[99] == pytest.approx(9.9e-5)
+  # Decay counts from step 0 (google-research's polynomial_decay over the whole run).
+  assert values[100] == pytest.approx(9e-5)
+  assert values[500] == pytest.approx(5e-5)
+  assert values[999] == pytest.approx(1e-7, rel=1e-4)
+  assert values[1000] == 0.0 and values[5000] == 0.0
+  no_warmup = optimization.WarmupLinearDecay(2.0, num_train_steps=4)
+  assert [float(no_warmup(t)) for t in range(5)] == pytest.approx([2.0, 1.5, 1.0, 0.5, 0.0])
+
+
+def test_decay_rule_on_the_real_encoder():
+  from bert_tf.config import BertConfig
+  from bert_tf.model.encoder import BertEncoder
+
+  encoder = BertEncoder(BertConfig.from_preset("tiny", vocab_size=99, num_hidden_layers=1, hidden_size=18,
+                                               num_attention_heads=3, intermediate_size=37))
+  decayed = {v.path for v in encoder.trainable_variables if optimization.decays(v)}
+  excluded = {v.path for v in encoder.trainable_variables} - decayed
+  # google-research's rule by name: everything but biases and LayerNorm parameters decays.
+  assert all(p.endswith("/bias") or "norm" in p for p in excluded), excluded
+  assert all(p.endswith(("/kernel", "/embeddings")) for p in decayed), decayed
+  assert any("word_embeddings" in p for p in decayed)
+
+
+def test_lamb_trust_ratio_scales_the_step_to_the_weight_norm():
+  # One step, no decay: the Adam direction has |u| = 1 per element, so
+  # ||u|| = sqrt(n) and the step is lr * ||w|| / sqrt(n) per element whatever the gradient's size.
+  w0 = np.full((4, 4), 3.0, np.float32)
+  var = keras.Variable(w0, name="kernel")
+  opt = optimization.Lamb(learning_rate=0.1, weight_decay_rate=0.0)
+  opt.apply([tf.fill((4, 4), 0.4)], [var])
+  step = w0 - var.numpy()
+  np.testing.assert_allclose(step, 0.1 * np.linalg.norm(w0) / 4.0, rtol=1e-4)
+  # A bias gets no trust ratio: its step is lr * 1 (Adam direction) per element.
+  bias = keras.Variable(np.full((4,), 3.0, np.float32), name="bias")
+  opt = optimization.Lamb(learning_rate=0.1)
+  opt.apply([tf.fill((4,), 0.4)], [bias])
+  np.testing.assert_allclose(3.0 - bias.numpy(), 0.1, rtol=1e-4)
+
+
+def test_create_optimizer_wraps_for_float16_and_checkpoints(tmp_path):
+  opt = optimization.create_optimizer("lamb", 1e-3, num_train_steps=10, num_warmup_steps=0, dtype="mixed_float16")
+  assert isinstance(opt, keras.optimizers.LossScaleOptimizer)
+  assert isinstance(optimization.inner_optimizer(opt), optimization.Lamb)
+  var = keras.Variable(np.ones((2, 3), np.float32), name="kernel")
+  opt.apply([tf.ones((2, 3))], [var])
+  path = tf.train.Checkpoint(optimizer=opt).write(str(tmp_path / "ckpt"))
+  fresh = optimization.create_optimizer("lamb", 1e-3, num_train_steps=10, dtype="mixed_float16")
+  fresh.build([keras.Variable(np.zeros((2, 3), np.float32), name="kernel")])
+  tf.train.Checkpoint(optimizer=fresh).read(path).assert_consumed()
+  assert int(fresh.iterations) == 1
+  np.testing.assert_allclose(optimization.inner_optimizer(fresh)._m[0].numpy(),
+                             optimization.inner_optimizer(opt)._m[0].numpy())
+  with pytest.raises(ValueError, match="--optimizer"):
+    optimization.create_optimizer("sgd")

@@ -1,0 +1,139 @@
+"""The shared trainer on the real tiny BertPretrainer: gradient accumulation, mixed precision and XLA,
+checkpoint selection, and the encoder hand-off in all its forms."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import training_helpers as th
+from bert_tf.training import checkpointing, handoff, optimization, pretraining, trainer
+
+STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  return th.write_records(tmp_path_factory.mktemp("data"))
+
+
+def _train(data, output_dir, steps=2, batch=6, accumulation=1, dtype="float32", jit=False, optimizer="adamw"):
+  keras.utils.set_random_seed(3)
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=batch, num_train_steps=steps, num_warmup_steps=1,
+      learning_rate=1e-2, save_checkpoints_steps=100, steps_per_loop=steps, log_steps=1,
+      gradient_accumulation_steps=accumulation, dtype=dtype, jit_compile=jit, optimizer=optimizer, seed=11)
+  run = trainer.Trainer(
+      pretraining.PretrainingTask(config), STRATEGY,
+      lambda: optimization.create_optimizer(optimizer, 1e-2, steps, 1, dtype=dtype), config.trainer_config())
+  result = run.train()
+  return run, result
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory):
+  return _train(data, tmp_path_factory.mktemp("trained"), steps=3)
+
+
+def test_accumulated_micro_batches_make_the_large_batch_update(data, tmp_path, trained):
+  large, _ = trained
+  # 6 examples per update either way: once, or as 3 micro-batches of 2 whose gradients are summed.
+  accumulated, result = _train(data, tmp_path, steps=3, accumulation=3)
+  assert [h["loss"] for h in accumulated.history] == pytest.approx([h["loss"] for h in large.history], abs=1e-5)
+  assert result.metrics["mlm_accuracy"] == pytest.approx(large.history[-1]["mlm_accuracy"])
+  for a, b in zip(accumulated.model.weights, large.model.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-6, err_msg=a.path)
+  assert int(optimization.inner_optimizer(accumulated.optimizer).iterations) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,jit,optimizer", [("mixed_float16", False, "adamw"),
+                                                 ("mixed_bfloat16", True, "lamb"), ("float32", True, "adamw")])
+def test_mixed_precision_and_xla_train_like_float32(data, tmp_path, trained, dtype, jit, optimizer):
+  reference, _ = trained
+  run, result = _train(data, tmp_path, steps=3, dtype=dtype, jit=jit, optimizer=optimizer)
+  assert not result.interrupted and np.isfinite(result.metrics["loss"])
+  if optimizer == "adamw":
+    tolerance = 1e-4 if dtype == "float32" else 3e-2
+    assert [h["loss"] for h in run.history] == pytest.approx([h["loss"] for h in reference.history], abs=tolerance)
+  assert run.model.encoder.dtype_policy.name == dtype
+  assert all(v.dtype == "float32" for v in run.model.weights)
+  if dtype == "mixed_float16":
+    assert isinstance(run.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert int(optimization.inner_optimizer(run.optimizer).iterations) == 3  # no step skipped for overflow
+
+
+def test_trainer_config_names_the_flag_to_change(tmp_path):
+  config = trainer.TrainerConfig(output_dir=str(tmp_path), global_batch_size=10, num_train_steps=1,
+                                 gradient_accumulation_steps=4)
+  with pytest.raises(ValueError, match=r"--train_batch_size=10 .* pick a multiple of 8"):
+    config.validate(num_replicas=2)
+
+
+def test_restore_skips_a_checkpoint_whose_index_is_missing(tmp_path):
+  value = tf.Variable(0.0)
+  saver = checkpointing.Checkpointer(str(tmp_path), STRATEGY, max_to_keep=3, value=value)
+  for step in (1, 2):
+    value.assign(float(step))
+    saver.save(step)
+  os.remove(tmp_path / "ckpt-2.index")  # as if the process died while writing it
+  value.assign(-1.0)
+  assert saver.restore().endswith("ckpt-1") and float(value.numpy()) == 1.0
+  assert checkpointing.Checkpointer(str(tmp_path / "empty"), STRATEGY, value=value).restore() is None
+
+
+def test_encoder_hand_off_in_every_form(trained, tmp_path):
+  run, _ = trained
+  config = th.tiny_bert_config()
+  paths = handoff.export_encoder(run.model.encoder, config, str(tmp_path))
+  want = [w.numpy() for w in run.model.encoder.weights]
+  checkpoints = os.path.join(run.config.output_dir, "checkpoints")
+  ours = tmp_path / "ours"  # scripts/convert_checkpoint.py's layout: <dir>/encoder/ckpt-1 + state file
+  tf.train.CheckpointManager(tf.train.Checkpoint(encoder=run.model.encoder), str(ours / "encoder"), 1).save()
+  forms = [str(tmp_path), paths["checkpoint"], os.path.join(str(tmp_path), handoff.ENCODER_CHECKPOINT_DIR),
+           paths["savedmodel"], checkpoints, tf.train.latest_checkpoint(checkpoints), str(ours)]
+  for form in forms:
+    encoder = handoff.load_encoder(form, config)
+    for got, w in zip(encoder.weights, want):
+      np.testing.assert_array_equal(got.numpy(), w, err_msg=f"{form}: {got.path}")
+  assert handoff.load_encoder(str(tmp_path)).config == config  # bert_config.json found beside
+
+  with pytest.raises(ValueError, match="does not match this encoder"):
+    handoff.load_encoder(str(tmp_path), th.tiny_bert_config().__class__.from_preset(
+        "tiny", vocab_size=th.VOCAB, num_hidden_layers=2, hidden_size=18, num_attention_heads=3))
+  with pytest.raises(FileNotFoundError, match="--init_checkpoint"):
+    handoff.resolve_checkpoint(str(tmp_path / "nothing"))
+  tf1 = tf.train.Checkpoint(v=tf.Variable(1.0))
+  tf1_prefix = tf1.write(str(tmp_path / "tf1" / "model"))
+  with pytest.raises(ValueError, match="no `encoder` object"):
+    handoff.restore_encoder(handoff.load_encoder(str(tmp_path)), tf1_prefix)
+
+
+def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path, trained):
+  data = th.write_records(tmp_path / "dynamic", num_files=2, dynamic=True)
+  init = os.path.join(trained[0].config.output_dir, "checkpoints")
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=4, num_train_steps=2, num_warmup_steps=0, steps_per_loop=2,
+      log_steps=2, dynamic_masking=True, vocab_file=th.write_vocab(tmp_path), init_checkpoint=init,
+      learning_rate=1e-9, export_encoder=True)
+  result = pretraining.run_pretraining(config, strategy=STRATEGY)
+  assert result.step == 2 and np.isfinite(result.metrics["mlm_loss"]) and result.metrics["mlm_loss"] > 0
+  # Started from the trained encoder (a learning rate of 1e-9 keeps it there), not from a fresh one.
+  encoder = handoff.load_encoder(config.output_dir)
+  for got, want in zip(encoder.weights, trained[0].model.encoder.weights):
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, err_msg=want.path)
+
+  static = pretraining.PretrainingConfig(**{**vars(config), "dynamic_masking": False})
+  with pytest.raises(ValueError, match="records are unmasked; add --dynamic_masking"):
+    pretraining.check_records(static)
+  with pytest.raises(ValueError, match="--max_seq_length=13"):
+    pretraining.check_records(pretraining.PretrainingConfig(**{**vars(config), "max_seq_length": 12}))
+  with pytest.raises(ValueError, match="--num_warmup_steps=5: must be in"):
+    pretraining.PretrainingConfig(**{**vars(config), "num_warmup_steps": 5}).validate()
+  with pytest.raises(ValueError, match="mixed_bfloat16"):
+    pretraining.PretrainingConfig(**{**vars(config), "dtype": "mixed_float16",
+                                     "distribution_strategy": "tpu"}).validate()
