@@ -98,6 +98,7 @@ class TrainResult:
   step: int
   metrics: dict[str, float]
   interrupted: bool  # stopped early by SIGTERM, after saving a checkpoint
+  history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # the logged values, in order
 
 
 def _as_float32(x):
@@ -276,9 +277,9 @@ class Trainer:
             self.checkpointer.save(step)
           logging.warning("stopped at step %d on request; rerun the same command to resume", step)
           self._summary_writer().flush()
-          return TrainResult(step, metrics, interrupted=True)
+          return TrainResult(step, metrics, interrupted=True, history=list(self.history))
     self._summary_writer().flush()
-    return TrainResult(step, metrics, interrupted=False)
+    return TrainResult(step, metrics, interrupted=False, history=list(self.history))
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached; a hook for tests and subclasses."""
