@@ -250,3 +250,33 @@ def test_empty_and_tiny_inputs_do_not_crash(tmp_path, bert_uncased_vocab_file):
                             config=instances.InstanceConfig(dupe_factor=2), reference_compatible=True)
   found = parsed_records(outputs)
   assert len(found) == stats["instances"] == 2 and all(r["next_sentence_labels"] == (1,) for r in found)
+
+
+def test_remote_paths_go_through_gfile(small_corpus, bert_uncased_vocab_file):
+  """TensorFlow's in-memory `ram://` filesystem stands in for gs://: any path with a scheme is read and
+  written through tf.io.gfile, input, vocabulary, outputs and statistics alike."""
+  root = "ram://bert_tf_test"
+  tf.io.gfile.makedirs(root)
+  tf.io.gfile.copy(small_corpus, f"{root}/corpus.txt", overwrite=True)
+  tf.io.gfile.copy(bert_uncased_vocab_file, f"{root}/vocab.txt", overwrite=True)
+  run = pretraining_data.RunConfig(
+      input_files=(f"{root}/corpus.txt",), output_files=(f"{root}/out/a.tfrecord", f"{root}/out/b.tfrecord"),
+      tokenizer=pretraining_data.TokenizerSpec(f"{root}/vocab.txt"), num_shards=2)
+  stats = pretraining_data.create_pretraining_data(run, instances.InstanceConfig(dupe_factor=1),
+                                                   progress=lambda message: None)
+  assert sorted(tf.io.gfile.listdir(f"{root}/out")) == ["a.tfrecord", "a.tfrecord.stats.json", "b.tfrecord"]
+  assert len(parsed_records([f"{root}/out/a.tfrecord", f"{root}/out/b.tfrecord"])) == stats["instances"] > 0
+
+
+def test_library_never_imports_the_comparison_peers():
+  """tf-models-official (and its tf_keras) are development-only comparison peers."""
+  import re
+
+  offenders = []
+  for folder, _, names in os.walk(os.path.join(REPO, "bert_tf")):
+    for name in names:
+      if name.endswith(".py"):
+        text = open(os.path.join(folder, name), encoding="utf-8").read()
+        if re.search(r"^\s*(import|from)\s+(official|tf_keras)\b", text, re.M):
+          offenders.append(name)
+  assert offenders == []
