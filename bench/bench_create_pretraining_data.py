@@ -78,11 +78,27 @@ def count_records(paths: list[str]) -> int:
   return sum(1 for p in paths for _ in tf.data.TFRecordDataset([p]))
 
 
+def parsed_records(path: str):
+  import tensorflow as tf
+
+  for raw in tf.data.TFRecordDataset([path]):
+    example = tf.train.Example.FromString(raw.numpy())
+    yield {k: tuple(f.int64_list.value) or tuple(f.float_list.value) for k, f in example.features.feature.items()}
+
+
+def same_records(a: str, b: str) -> bool:
+  """Record-for-record equality of parsed features (bytes differ: protobuf map order is not fixed)."""
+  import itertools
+
+  return all(x == y for x, y in itertools.zip_longest(parsed_records(a), parsed_records(b)))
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--repeat", type=int, default=16, help="Copies of the embedded corpus (~65k words each).")
   parser.add_argument("--dupe_factor", type=int, default=10)
   parser.add_argument("--skip_reference", action="store_true")
+  parser.add_argument("--no_verify", action="store_true", help="Skip comparing ours-ref with the reference.")
   parser.add_argument("--memory_repeats", default="4,16,32", help="Corpus sizes for the flat-memory check.")
   args = parser.parse_args()
   sys.path.insert(0, REPO)
@@ -145,7 +161,10 @@ def main():
                                    "--dupe_factor=2", "--num_workers=1", f"--output_file={out}"])
     memory.append(dict(words=len(text.split()) * repeat, seconds=round(elapsed, 1), peak_rss_mb=round(peak_mb)))
 
-  report = dict(corpus_words=words, dupe_factor=args.dupe_factor, cpu_count=os.cpu_count(), runs=results,
+  identical = None
+  if "reference" in runs and not args.no_verify:
+    identical = same_records(runs["reference"][1][0], runs["ours-ref"][1][0])
+  report = dict(corpus_words=words, reference_compatible_records_identical=identical, dupe_factor=args.dupe_factor, cpu_count=os.cpu_count(), runs=results,
                 sharded_1_worker_memory_by_corpus_size=memory)
   print(json.dumps(report, indent=2))
   print("\n| run | instances | seconds | instances/s | × reference | peak RSS (MB) |")
