@@ -1,0 +1,7 @@
+"""Model: the BERT encoder, the pretraining heads and losses, and weight conversion.
+
+  layers       TransformerBlock (fused-QKV post-LayerNorm layer), PositionEmbedding, Dropout16
+  encoder      BertEncoder: {input_ids, input_mask, segment_ids} -> sequence/pooled/encoder_outputs
+  pretraining  BertPretrainer (MLM head tied to the word embeddings + NSP head), pretraining_loss_terms
+  convert      google-research TF1 checkpoints and Hugging Face directories <-> our checkpoints
+"""

@@ -1,0 +1,461 @@
+"""Weight conversion between our `BertEncoder`/`BertPretrainer` and google-research TF1 checkpoints and
+Hugging Face BERT directories.
+
+Every conversion goes through one table of google-research's TF1 names (`tf1_links`): a Hugging Face
+state dict is first renamed to TF1 names (`hf_to_tf1_names`), and our variables map to TF1 names one to one,
+except that our fused `attention_qkv` kernel [H, 3H] is the concatenation of the TF1 query, key and value
+kernels along the output axis (split back exactly on export), and the NSP kernel [H, 2] is the transpose of
+`cls/seq_relationship/output_weights` [2, H].
+
+Layouts on disk:
+  ours: <dir>/bert_config.json, <dir>/vocab.txt (when the source had one),
+        <dir>/encoder/ckpt-1.{index,data-00000-of-00001} + <dir>/encoder/checkpoint, written by
+        tf.train.Checkpoint(encoder=..., [mlm_head=..., nsp_head=...]); the heads only when the source had
+        them. `tf.train.Checkpoint(encoder=encoder).read(prefix)` reads the encoder alone, as
+        bert_tf.training.handoff.restore_encoder(encoder, <dir>) does for fine-tuning.
+  tf1:  <dir>/bert_model.ckpt.{index,data-00000-of-00001} (TF1 variable names, as google-research
+        releases them; no graph), <dir>/bert_config.json, <dir>/vocab.txt.
+  hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json),
+        <dir>/vocab.txt. Read only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import struct
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretraining import BertPretrainer
+
+BERT_CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+ENCODER_DIR = "encoder"  # Subdirectory of an `ours` output holding the checkpoint.
+TF1_CHECKPOINT_NAME = "bert_model.ckpt"
+HEADS = ("mlm_head", "nsp_head")
+HEAD_SCOPES = {"mlm_head": "cls/predictions/", "nsp_head": "cls/seq_relationship/"}  # Their TF1 scopes.
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The TF1 name table.
+
+
+@dataclasses.dataclass
+class Link:
+  """One of our variables and the TF1 tensors it is made of.
+
+  With several `names`, the variable is their concatenation along the last axis (fused query/key/value).
+  With `transpose`, the TF1 tensor is the variable's transpose.
+  """
+
+  names: tuple[str, ...]
+  variable: Any  # keras.Variable
+  transpose: bool = False
+
+  def part_shapes(self) -> list[tuple[int, ...]]:
+    """The shape each TF1 tensor must have."""
+    shape = tuple(self.variable.shape)
+    if self.transpose:
+      shape = shape[::-1]
+    if len(self.names) > 1:
+      shape = shape[:-1] + (shape[-1] // len(self.names),)
+    return [shape] * len(self.names)
+
+  def to_tf1(self) -> dict[str, np.ndarray]:
+    value = np.asarray(self.variable.numpy())
+    parts = np.split(value, len(self.names), axis=-1) if len(self.names) > 1 else [value]
+    return {name: (part.T if self.transpose else part).copy() for name, part in zip(self.names, parts)}
+
+  def from_tf1(self, weights: dict[str, np.ndarray]) -> np.ndarray:
+    """The variable's value from TF1 tensors; raises ValueError naming a tensor of the wrong shape."""
+    parts = []
+    for name, expected in zip(self.names, self.part_shapes()):
+      value = np.asarray(weights[name])
+      if value.shape != expected:
+        raise ValueError(f"shape mismatch for {name}: the checkpoint has {list(value.shape)}, the model "
+                         f"({self.variable.path}) needs {list(expected)}; is the bert config the right one?")
+      parts.append(value.T if self.transpose else value)
+    value = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+    return value.astype(self.variable.dtype, copy=False)
+
+
+def _dense(prefix: str, layer) -> list[Link]:
+  return [Link((f"{prefix}/kernel",), layer.kernel), Link((f"{prefix}/bias",), layer.bias)]
+
+
+def _layer_norm(prefix: str, layer) -> list[Link]:
+  return [Link((f"{prefix}/gamma",), layer.gamma), Link((f"{prefix}/beta",), layer.beta)]
+
+
+def tf1_links(encoder: BertEncoder, pretrainer: BertPretrainer | None = None) -> dict[str, list[Link]]:
+  """Our variables and their TF1 names, by group: "encoder", and "mlm_head", "nsp_head" with a pretrainer."""
+  links = [
+      Link(("bert/embeddings/word_embeddings",), encoder.word_embeddings.embeddings),
+      Link(("bert/embeddings/token_type_embeddings",), encoder.token_type_embeddings.embeddings),
+      Link(("bert/embeddings/position_embeddings",), encoder.position_embeddings.embeddings),
+      *_layer_norm("bert/embeddings/LayerNorm", encoder.embeddings_layer_norm),
+  ]
+  for k, block in enumerate(encoder.transformer_layers):
+    p = f"bert/encoder/layer_{k}"
+    qkv = tuple(f"{p}/attention/self/{part}" for part in ("query", "key", "value"))
+    links += [
+        Link(tuple(f"{n}/kernel" for n in qkv), block.attention_qkv.kernel),
+        Link(tuple(f"{n}/bias" for n in qkv), block.attention_qkv.bias),
+        *_dense(f"{p}/attention/output/dense", block.attention_output),
+        *_layer_norm(f"{p}/attention/output/LayerNorm", block.attention_layer_norm),
+        *_dense(f"{p}/intermediate/dense", block.intermediate),
+        *_dense(f"{p}/output/dense", block.output_dense),
+        *_layer_norm(f"{p}/output/LayerNorm", block.output_layer_norm),
+    ]
+  links += _dense("bert/pooler/dense", encoder.pooler)
+  groups = {"encoder": links}
+  if pretrainer is not None:
+    mlm, nsp = pretrainer.mlm_head, pretrainer.nsp_head
+    groups["mlm_head"] = [
+        *_dense("cls/predictions/transform/dense", mlm.transform),
+        *_layer_norm("cls/predictions/transform/LayerNorm", mlm.transform_layer_norm),
+        Link(("cls/predictions/output_bias",), mlm.output_bias),
+    ]
+    groups["nsp_head"] = [
+        Link(("cls/seq_relationship/output_weights",), nsp.kernel, transpose=True),
+        Link(("cls/seq_relationship/output_bias",), nsp.bias),
+    ]
+  return groups
+
+
+def _missing_message(missing: list[str], source: str) -> str:
+  shown = ", ".join(missing[:20]) + (f", ... ({len(missing) - 20} more)" if len(missing) > 20 else "")
+  return f"{source}: missing {len(missing)} tensor(s) the model needs: {shown}"
+
+
+def set_tf1_weights(links: dict[str, list[Link]], weights: dict[str, np.ndarray],
+                    source: str = "checkpoint") -> list[str]:
+  """Assigns every linked variable from TF1-named `weights`; returns the names of `weights` left unused.
+
+  Raises KeyError listing the TF1 names missing from `weights`, or ValueError on a shape mismatch; in either
+  case nothing is assigned.
+  """
+  missing = sorted(n for group in links.values() for link in group for n in link.names if n not in weights)
+  if missing:
+    raise KeyError(_missing_message(missing, source))
+  values = [(link, link.from_tf1(weights)) for group in links.values() for link in group]
+  for link, value in values:
+    link.variable.assign(value)
+  used = {n for group in links.values() for link in group for n in link.names}
+  return sorted(set(weights) - used)
+
+
+def get_tf1_weights(links: dict[str, list[Link]]) -> dict[str, np.ndarray]:
+  """Every linked variable under its TF1 name(s), as numpy arrays in TF1 layout."""
+  out: dict[str, np.ndarray] = {}
+  for group in links.values():
+    for link in group:
+      out.update(link.to_tf1())
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading and writing tensor files.
+
+
+def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
+  """All tensors of a TF checkpoint (prefix, or a directory holding one) by name."""
+  prefix = find_tf1_checkpoint(path)
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def find_tf1_checkpoint(path: str) -> str:
+  """A checkpoint prefix from a prefix or a directory; FileNotFoundError saying what was looked for."""
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    candidate = os.path.join(path, TF1_CHECKPOINT_NAME)
+    if tf.io.gfile.exists(candidate + ".index"):
+      return candidate
+    raise FileNotFoundError(f"{path}: no checkpoint state file and no {TF1_CHECKPOINT_NAME}.index; "
+                            "give the checkpoint prefix (e.g. .../bert_model.ckpt)")
+  if not tf.io.gfile.exists(path + ".index"):
+    raise FileNotFoundError(f"checkpoint {path}: {path}.index does not exist; give the prefix without the "
+                            ".index/.data suffix")
+  return path
+
+
+def write_tf1_checkpoint(weights: dict[str, np.ndarray], prefix: str) -> None:
+  """Writes a name-based (TF1-style, no object graph) checkpoint that `tf.compat.v1.train.Saver` and
+  `tf.train.load_checkpoint` read. Written under a temporary prefix and renamed into place."""
+  fileio.makedirs_for(prefix)
+  temp = fileio.temp_path_for(prefix)
+  names = sorted(weights)
+  tf.raw_ops.SaveV2(prefix=temp, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(weights[n]) for n in names])
+  # The data file first: a reader looks for the index, so it must appear last.
+  fileio.commit(temp + ".data-00000-of-00001", prefix + ".data-00000-of-00001")
+  fileio.commit(temp + ".index", prefix + ".index")
+
+
+# safetensors dtype codes -> numpy dtypes. BF16 needs ml_dtypes, which TensorFlow already depends on.
+def _safetensors_dtypes() -> dict[str, Any]:
+  import ml_dtypes
+
+  return {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+          "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
+          "BOOL": np.bool_}
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+  """All tensors of a `.safetensors` file by name.
+
+  The format is an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
+  data_offsets: [begin, end]}} (offsets relative to the end of the header), then the raw little-endian data.
+  """
+  dtypes = _safetensors_dtypes()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    blob = f.read()
+  if len(blob) < 8:
+    raise ValueError(f"{path}: too short to be a safetensors file")
+  (header_size,) = struct.unpack("<Q", blob[:8])
+  try:
+    header = json.loads(blob[8:8 + header_size])
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: not a safetensors file (bad header: {e})") from None
+  base = 8 + header_size
+  out = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    if info["dtype"] not in dtypes:
+      raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, not one of {sorted(dtypes)}")
+    begin, end = info["data_offsets"]
+    dtype = np.dtype(dtypes[info["dtype"]]).newbyteorder("<")
+    array = np.frombuffer(blob, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=base + begin)
+    out[name] = array.reshape(info["shape"])
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hugging Face names and config.
+
+_HF_LAYER_NORM = {"weight": "gamma", "bias": "beta", "gamma": "gamma", "beta": "beta"}
+# HF tensors that carry no weights of ours: a buffer, and the decoder matrix tied to the word embeddings.
+_HF_IGNORED = {"embeddings.position_ids", "cls.predictions.decoder.weight"}
+
+
+def hf_to_tf1_names(state: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[str]]:
+  """Renames an HF `BertModel`/`BertForPreTraining` state dict to TF1 names, transposing torch Linear
+  weights ([out, in] -> [in, out]). Returns (weights, names of `state` that have no TF1 counterpart)."""
+  out: dict[str, np.ndarray] = {}
+  unused = []
+  for name, value in state.items():
+    key = name[len("bert."):] if name.startswith("bert.") else name
+    if key in _HF_IGNORED:
+      continue
+    parts = key.split(".")
+    if parts[0] in ("embeddings", "encoder", "pooler"):
+      path = "bert/" + re.sub(r"(^|/)layer/(\d+)(/|$)", r"\1layer_\2\3", "/".join(parts[:-1]))
+    elif key in ("cls.predictions.bias", "cls.predictions.decoder.bias"):
+      out["cls/predictions/output_bias"] = value
+      continue
+    elif parts[:2] == ["cls", "seq_relationship"] and parts[-1] in ("weight", "bias"):
+      # torch's [2, H] weight is already TF1's output_weights layout.
+      out["cls/seq_relationship/output_" + ("weights" if parts[-1] == "weight" else "bias")] = value
+      continue
+    elif parts[:2] == ["cls", "predictions"] and parts[2:3] == ["transform"]:
+      path = "/".join(parts[:-1])
+    else:
+      unused.append(name)
+      continue
+    leaf = parts[-1]
+    if parts[-2] == "LayerNorm" and leaf in _HF_LAYER_NORM:
+      out[f"{path}/{_HF_LAYER_NORM[leaf]}"] = value
+    elif parts[-2].endswith("_embeddings") and leaf == "weight":
+      out[path] = value
+    elif leaf == "weight" and value.ndim == 2:
+      out[f"{path}/kernel"] = value.T
+    elif leaf == "bias":
+      out[f"{path}/bias"] = value
+    else:
+      unused.append(name)
+  return out, unused
+
+
+# HF activation names that are ours under another name.
+_HF_ACTS = {"gelu_pytorch_tanh": "gelu_new", "gelu_fast": "gelu_new"}
+
+
+def hf_config_to_bert_config(values: dict[str, Any], source: str = "config.json") -> BertConfig:
+  """An HF BERT `config.json` dict -> BertConfig; keys we do not use are kept in `extras`.
+
+  HF omits nothing we need in practice, but a missing key takes BERT-base's default, which is also HF's.
+  """
+  model_type = values.get("model_type", "bert")
+  if model_type != "bert":
+    raise ValueError(f"{source}: model_type is {model_type!r}; only 'bert' checkpoints convert")
+  position_type = values.get("position_embedding_type", "absolute")
+  if position_type != "absolute":
+    raise ValueError(f"{source}: position_embedding_type {position_type!r} is not supported (absolute only)")
+  merged = {**BertConfig().to_dict(), **values}
+  merged["hidden_act"] = _HF_ACTS.get(merged["hidden_act"], merged["hidden_act"])
+  return BertConfig.from_dict(merged, source=source)
+
+
+def read_hf_state(directory: str) -> dict[str, np.ndarray]:
+  """The tensors of an HF directory's `model.safetensors` (or its shards)."""
+  single = os.path.join(directory, "model.safetensors")
+  index = single + ".index.json"
+  if tf.io.gfile.exists(single):
+    return read_safetensors(single)
+  if tf.io.gfile.exists(index):
+    with tf.io.gfile.GFile(index) as f:
+      shards = sorted(set(json.load(f)["weight_map"].values()))
+    state = {}
+    for shard in shards:
+      state.update(read_safetensors(os.path.join(directory, shard)))
+    return state
+  raise FileNotFoundError(
+      f"{directory}: no model.safetensors (or model.safetensors.index.json); a directory with only "
+      "pytorch_model.bin must first be re-saved with transformers' save_pretrained(safe_serialization=True)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Whole models.
+
+
+@dataclasses.dataclass
+class Converted:
+  """A converted model: `encoder`, and `pretrainer` (whose `.encoder` is `encoder`) when the source had
+  pretraining heads; `heads` names the heads whose weights came from the source."""
+
+  config: BertConfig
+  encoder: BertEncoder
+  pretrainer: BertPretrainer | None = None
+  heads: tuple[str, ...] = ()
+  vocab_file: str | None = None
+  unused: list[str] = dataclasses.field(default_factory=list)  # Source tensors that were not loaded.
+
+
+def from_tf1_weights(weights: dict[str, np.ndarray], config: BertConfig, source: str = "checkpoint",
+                     vocab_file: str | None = None, dtype=None) -> Converted:
+  """Builds our models from TF1-named weights; the heads present in `weights` are loaded too.
+
+  A head group is loaded when any of its tensors is present, and must then be complete.
+  """
+  heads = tuple(h for h in HEADS if any(n.startswith(HEAD_SCOPES[h]) for n in weights))
+  encoder = BertEncoder(config, dtype=dtype)
+  pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
+  links = {k: v for k, v in tf1_links(encoder, pretrainer).items() if k == "encoder" or k in heads}
+  unused = set_tf1_weights(links, weights, source=source)
+  for head in HEADS:
+    if pretrainer is not None and head not in heads:
+      logging.warning("%s: no %s weights; that head keeps its random initialisation", source, head)
+  return Converted(config, encoder, pretrainer, heads, vocab_file, unused)
+
+
+def _vocab_beside(directory: str) -> str | None:
+  path = os.path.join(directory, VOCAB_NAME)
+  return path if tf.io.gfile.exists(path) else None
+
+
+def load_tf1(checkpoint: str, bert_config_file: str | None = None, vocab_file: str | None = None,
+             dtype=None) -> Converted:
+  """A google-research checkpoint (prefix or directory). `bert_config_file` and `vocab_file` default to
+  the files of those names beside the checkpoint."""
+  prefix = find_tf1_checkpoint(checkpoint)
+  directory = os.path.dirname(prefix)
+  if bert_config_file is None:
+    bert_config_file = os.path.join(directory, BERT_CONFIG_NAME)
+    if not tf.io.gfile.exists(bert_config_file):
+      raise FileNotFoundError(f"no {BERT_CONFIG_NAME} beside {prefix}; pass --bert_config_file")
+  config = BertConfig.from_json_file(bert_config_file)
+  return from_tf1_weights(read_tf1_checkpoint(prefix), config, source=prefix,
+                          vocab_file=vocab_file or _vocab_beside(directory), dtype=dtype)
+
+
+def load_hf(directory: str, dtype=None) -> Converted:
+  """An HF BERT directory: config.json, model.safetensors, vocab.txt."""
+  config_path = os.path.join(directory, "config.json")
+  if not tf.io.gfile.exists(config_path):
+    raise FileNotFoundError(f"{directory}: no config.json; is this a Hugging Face model directory?")
+  with tf.io.gfile.GFile(config_path) as f:
+    config = hf_config_to_bert_config(json.load(f), source=config_path)
+  weights, unused = hf_to_tf1_names(read_hf_state(directory))
+  converted = from_tf1_weights(weights, config, source=directory, vocab_file=_vocab_beside(directory),
+                               dtype=dtype)
+  converted.unused = sorted(unused + converted.unused)
+  return converted
+
+
+def _our_checkpoint_prefix(directory: str) -> str:
+  """The checkpoint of an `ours` directory (encoder/), or of a pretraining output directory
+  (encoder_checkpoint/encoder, written by bert_tf.training.handoff)."""
+  latest = tf.train.latest_checkpoint(os.path.join(directory, ENCODER_DIR))
+  if latest:
+    return latest
+  handoff = os.path.join(directory, "encoder_checkpoint", "encoder")
+  if tf.io.gfile.exists(handoff + ".index"):
+    return handoff
+  raise FileNotFoundError(f"{directory}: no checkpoint in {ENCODER_DIR}/ (with its `checkpoint` state file) "
+                          "nor encoder_checkpoint/encoder.index; is it a directory written by "
+                          "scripts/convert_checkpoint.py or by pretraining?")
+
+
+def load_ours(directory: str, dtype=None) -> Converted:
+  """An `ours` directory (see the module docstring) or a pretraining output directory; the heads are loaded
+  when the checkpoint has them (as root objects `mlm_head`, `nsp_head`)."""
+  prefix = _our_checkpoint_prefix(directory)
+  config = BertConfig.from_json_file(os.path.join(directory, BERT_CONFIG_NAME))
+  roots = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+  heads = tuple(h for h in HEADS if h in roots)
+  encoder = BertEncoder(config, dtype=dtype)
+  pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
+  objects = {"encoder": encoder, **{h: getattr(pretrainer, h) for h in heads}}
+  tf.train.Checkpoint(**objects).read(prefix).expect_partial().assert_existing_objects_matched()
+  return Converted(config, encoder, pretrainer, heads, _vocab_beside(directory))
+
+
+def _write_config_and_vocab(converted: Converted, output_dir: str) -> None:
+  converted.config.to_json_file(os.path.join(output_dir, BERT_CONFIG_NAME))
+  if converted.vocab_file:
+    target = os.path.join(output_dir, VOCAB_NAME)
+    if os.path.abspath(converted.vocab_file) != os.path.abspath(target):
+      tf.io.gfile.copy(converted.vocab_file, target, overwrite=True)
+  else:
+    logging.warning("no %s in the source; %s has none either", VOCAB_NAME, output_dir)
+
+
+def save_ours(converted: Converted, output_dir: str) -> str:
+  """Writes the `ours` layout; returns the checkpoint prefix (<output_dir>/encoder/ckpt-1)."""
+  directory = os.path.join(output_dir, ENCODER_DIR)
+  tf.io.gfile.makedirs(directory)
+  objects = {"encoder": converted.encoder}
+  objects.update({h: getattr(converted.pretrainer, h) for h in converted.heads})
+  prefix = tf.train.Checkpoint(**objects).write(os.path.join(directory, "ckpt-1"))
+  # The state file (as tf.train.CheckpointManager writes it) lets tf.train.latest_checkpoint find it.
+  fileio.write_text_atomic(os.path.join(directory, "checkpoint"),
+                           'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+  _write_config_and_vocab(converted, output_dir)
+  return prefix
+
+
+def save_tf1(converted: Converted, output_dir: str) -> str:
+  """Writes the `tf1` layout under google-research's names; returns the checkpoint prefix."""
+  links = {k: v for k, v in tf1_links(converted.encoder, converted.pretrainer).items()
+           if k == "encoder" or k in converted.heads}
+  prefix = os.path.join(output_dir, TF1_CHECKPOINT_NAME)
+  write_tf1_checkpoint(get_tf1_weights(links), prefix)
+  _write_config_and_vocab(converted, output_dir)
+  return prefix
+
+
+LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours}
+SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": save_ours}

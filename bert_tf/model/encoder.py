@@ -1,0 +1,152 @@
+"""`BertEncoder`: the BERT encoder as a functional Keras model, built from a `BertConfig`.
+
+Used unchanged by pretraining (`pretraining.py`) and by every fine-tuning task. Layout:
+
+  input_ids, segment_ids, input_mask      int32 [B, T]
+  word + token_type + position embeddings -> LayerNorm -> dropout
+  num_hidden_layers x TransformerBlock (post-LayerNorm, padding-masked self-attention)
+  pooler: dense + tanh on the first ([CLS]) token
+
+T is not fixed (any T <= max_position_embeddings). Under a mixed policy (`mixed_float16`,
+`mixed_bfloat16`) variables stay float32, matmuls run in the half type, and softmax and LayerNorm compute in
+float32; the outputs are in the compute dtype, so cast them where float32 is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from bert_tf.config import BertConfig
+from bert_tf.model.layers import Dropout16, PositionEmbedding, TransformerBlock, truncated_normal
+
+# The project's input names: the TFRecord features and every model use them.
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+# LayerNorm epsilon of every published BERT. A Hugging Face config may say otherwise (`layer_norm_eps`,
+# kept in `BertConfig.extras` by the converter); honouring it keeps converted models exact.
+DEFAULT_LAYER_NORM_EPSILON = 1e-12
+
+
+def select_inputs(inputs, names: tuple[str, ...], model: str):
+  """The entries `names` of a feature dict that may hold more (labels, other features)."""
+  if not isinstance(inputs, dict):
+    return inputs
+  missing = [n for n in names if n not in inputs]
+  if missing:
+    raise KeyError(f"{model}: the input dict lacks {missing}; it has {sorted(inputs)}")
+  return {n: inputs[n] for n in names}
+
+
+def layer_norm_epsilon(config: BertConfig) -> float:
+  return float(config.extras.get("layer_norm_eps", DEFAULT_LAYER_NORM_EPSILON))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+  """The BERT encoder.
+
+  Args:
+    config: a `BertConfig` (or its dict, as `get_config` writes it).
+    dtype: a dtype policy or its name, e.g. "mixed_float16"; default the global policy.
+
+  Inputs: a dict of int32 [B, T] tensors
+    input_ids: token ids in [0, vocab_size).
+    input_mask: 1 for real tokens, 0 for padding; padded positions are never attended to.
+    segment_ids: token type ids in [0, type_vocab_size).
+  Outputs: a dict
+    sequence_output: [B, T, H], the last layer (compute dtype).
+    pooled_output: [B, H], tanh(dense(sequence_output[:, 0])).
+    encoder_outputs: list of num_hidden_layers tensors [B, T, H], each layer's output in order
+      (the last one is sequence_output).
+
+  Attributes: `word_embeddings` (the `keras.layers.Embedding`; its `embeddings` [V, H] is the matrix the
+  masked-LM output is tied to), `token_type_embeddings`, `position_embeddings`, `embeddings_layer_norm`,
+  `transformer_layers` (list of `TransformerBlock`), `pooler`.
+  """
+
+  def __init__(self, config: BertConfig | dict[str, Any], dtype=None, **kwargs):
+    if isinstance(config, dict):
+      config = BertConfig.from_dict(config, source="BertEncoder config")
+    init = truncated_normal(config.initializer_range)
+    epsilon = layer_norm_epsilon(config)
+
+    # === Layers ===
+    self.word_embeddings = keras.layers.Embedding(
+        config.vocab_size, config.hidden_size, embeddings_initializer=init, dtype=dtype,
+        name="word_embeddings")
+    self.token_type_embeddings = keras.layers.Embedding(
+        config.type_vocab_size, config.hidden_size, embeddings_initializer=init, dtype=dtype,
+        name="token_type_embeddings")
+    self.position_embeddings = PositionEmbedding(
+        config.max_position_embeddings, config.hidden_size, config.initializer_range, dtype=dtype,
+        name="position_embeddings")
+    self.embeddings_layer_norm = keras.layers.LayerNormalization(
+        epsilon=epsilon, dtype=dtype, name="embeddings_layer_norm")
+    self.embeddings_dropout = Dropout16(
+        config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
+    # Attributes layer_0 ... layer_{L-1}, not a list: Keras' tracked lists are invisible to
+    # tf.train.Checkpoint, which would then name the blocks by their position in the graph.
+    for i in range(config.num_hidden_layers):
+      block = TransformerBlock(
+          hidden_size=config.hidden_size,
+          num_attention_heads=config.num_attention_heads,
+          intermediate_size=config.intermediate_size,
+          hidden_act=config.hidden_act,
+          hidden_dropout_prob=config.hidden_dropout_prob,
+          attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+          initializer_range=config.initializer_range,
+          layer_norm_epsilon=epsilon,
+          dtype=dtype,
+          name=f"layer_{i}")
+      setattr(self, f"layer_{i}", block)
+    self.pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh", kernel_initializer=init, dtype=dtype, name="pooler")
+
+    # === Functional model ===
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+    words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
+    x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
+    x = self.embeddings_dropout(self.embeddings_layer_norm(x))
+    encoder_outputs = []
+    for block in (getattr(self, f"layer_{i}") for i in range(config.num_hidden_layers)):
+      x = block(x, inputs["input_mask"])
+      encoder_outputs.append(x)
+    pooled = self.pooler(x[:, 0, :])  # [B, H]
+    super().__init__(
+        inputs=inputs,
+        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs},
+        dtype=dtype,
+        **kwargs)
+
+    # === Config ===
+    self.config = config
+    if dtype is not None:  # The functional constructor does not keep the policy it was given.
+      self.dtype_policy = keras.dtype_policies.get(dtype)
+
+  def call(self, inputs, training=None, mask=None):
+    # Keras matches a dict to the inputs by position when it has other keys; pass exactly ours.
+    return super().call(select_inputs(inputs, INPUT_NAMES, "BertEncoder"), training=training, mask=mask)
+
+  @property
+  def transformer_layers(self) -> list[TransformerBlock]:
+    return [getattr(self, f"layer_{i}") for i in range(self.config.num_hidden_layers)]
+
+  @property
+  def word_embedding_matrix(self):
+    """The word-embedding variable, float32 [vocab_size, hidden_size]."""
+    return self.word_embeddings.embeddings
+
+  def get_config(self) -> dict[str, Any]:
+    # Not chained to super(): a functional model's config is its layer graph, which __init__ rebuilds.
+    return {"name": self.name, "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "config": self.config.to_dict()}
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "BertEncoder":
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.get(config["dtype"])
+    return cls(**config)

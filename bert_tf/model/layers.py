@@ -1,0 +1,248 @@
+"""The layers of the BERT encoder that Keras does not ship in the form we want.
+
+`TransformerBlock` is one post-LayerNorm BERT layer written for CPU speed:
+  - one fused [H, 3H] query/key/value matmul instead of three [H, H] ones (a bigger GEMM, one bias add);
+  - every projection is a plain 2-D matmul on [B*T, H] rows followed by a bias add: Keras' Dense on 3-D input
+    goes through tensordot, which XLA compiles noticeably slower, and grappler fuses MatMul+BiasAdd into one
+    oneDNN call without XLA;
+  - one transpose brings query, key and value into head-major layout together, one brings the context back;
+  - dropout draws 16 random bits per element instead of a float (`Dropout16`): the random generator is the
+    largest non-matmul cost of a training step.
+Its variables carry google-research's structure (`attention_qkv`, `attention_output`, `attention_layer_norm`,
+`intermediate`, `output`, `output_layer_norm`) so that `convert.py` maps them one to one.
+
+Shape legend used in comments:
+  B = batch size, T = sequence length, H = hidden_size, N = num_attention_heads, D = H // N (head size),
+  I = intermediate_size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+# Added to the attention scores of padded keys, in float32 (the scores are cast up before it is added).
+# google-research uses this value; exp(-10000) is exactly 0 in float32, so padded keys get no weight.
+MASK_ADDER = -10000.0
+
+
+def attention_bias(input_mask):
+  """`input_mask` int [B, T] (1 = real token) -> additive bias float32 [B, 1, 1, T] for the scores.
+
+  Recomputed by every layer from the integer mask; it is [B, T] work.
+  """
+  mask = ops.cast(input_mask, "float32")
+  return (1.0 - mask[:, None, None, :]) * MASK_ADDER
+
+
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
+  """The initializer of every BERT weight matrix: truncated normal with `initializer_range` as stddev."""
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def activation_fn(hidden_act: str):
+  """`config.hidden_act` -> a function of one tensor.
+
+  "gelu" is the exact erf form used by google-research and HF's "gelu"; "gelu_new" is the tanh
+  approximation (HF's "gelu_new"/"gelu_pytorch_tanh").
+  """
+  if hidden_act == "gelu":
+    return lambda x: keras.activations.gelu(x, approximate=False)
+  if hidden_act == "gelu_new":
+    return lambda x: keras.activations.gelu(x, approximate=True)
+  if hidden_act == "relu":
+    return keras.activations.relu
+  if hidden_act == "tanh":
+    return keras.activations.tanh
+  raise ValueError(f"hidden_act {hidden_act!r} is not one of 'gelu', 'gelu_new', 'relu', 'tanh'")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Dropout16(keras.layers.Layer):
+  """Inverted dropout that decides each element from 16 random bits.
+
+  Same contract as `keras.layers.Dropout(rate)` (identity unless `training`; kept elements scaled so the
+  expectation is unchanged), but it draws one 32-bit Philox word per two elements where Keras draws a float
+  per element: about half the random-number work, which dominates dropout on CPU (and more so under XLA).
+  The rate is quantised to k/65536 (0.1 -> 0.100006); the scale uses the quantised rate, so the output
+  stays unbiased.
+  """
+
+  def __init__(self, rate: float, seed: int | None = None, **kwargs):
+    super().__init__(**kwargs)
+    if not 0.0 <= rate < 1.0:
+      raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
+    self.rate = rate
+    self.seed = seed
+    self._threshold = min(int(round(rate * 65536)), 65535)  # Keep elements whose 16 bits are >= this.
+    self.seed_generator = keras.random.SeedGenerator(seed) if self._threshold else None
+
+  def call(self, x, training=None):
+    if not training or not self._threshold:
+      return x
+    seed = tf.cast(tf.math.floormod(self.seed_generator.next(), 2**31 - 1), tf.int32)
+    shape = tf.shape(x)
+    count = tf.reduce_prod(shape)
+    words = tf.random.stateless_uniform([(count + 1) // 2], seed=seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:count]  # 2 x 16 bits per word.
+    keep = tf.reshape(bits, shape) >= tf.constant(self._threshold, tf.uint16)
+    scale = tf.cast(65536.0 / (65536 - self._threshold), x.dtype)
+    return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PositionEmbedding(keras.layers.Layer):
+  """Learned absolute position embeddings, variable `embeddings` float32 [max_positions, H].
+
+  Call with the token embeddings `x` [B, T, H]; returns the first T rows, [T, H] in the compute dtype, to be
+  added with broadcasting. T must be <= max_positions.
+  """
+
+  def __init__(self, max_positions: int, width: int, initializer_range: float = 0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.max_positions = max_positions
+    self.width = width
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.max_positions, self.width),
+        initializer=truncated_normal(self.initializer_range))
+    self.built = True
+
+  def call(self, x):
+    length = ops.shape(x)[1]
+    return ops.cast(self.embeddings[:length], self.compute_dtype)
+
+  def compute_output_shape(self, input_shape):
+    return (input_shape[1], self.width)
+
+  def get_config(self):
+    return {**super().get_config(), "max_positions": self.max_positions, "width": self.width,
+            "initializer_range": self.initializer_range}
+
+
+def linear(layer: keras.layers.Dense, x):
+  """x [R, in] -> [R, out] with `layer`'s kernel and bias (read inside the caller's autocast scope)."""
+  return tf.nn.bias_add(tf.matmul(x, layer.kernel), layer.bias)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TransformerBlock(keras.layers.Layer):
+  """One post-LayerNorm BERT layer: x + attention -> LayerNorm -> x + feed-forward -> LayerNorm.
+
+  Call: `block(x, input_mask, training=False)` with `x` [B, T, H] in the compute dtype and `input_mask`
+  int32 [B, T] (1 = real token); returns [B, T, H] in the compute dtype. The mask goes in as integers, not
+  as a float bias, because Keras casts floating inputs to the compute dtype.
+
+  Variables (kernels are [in, out], as in google-research's checkpoints); the Dense sublayers hold them and
+  give them their names, the matmuls are done here:
+    attention_qkv/kernel [H, 3H], bias [3H]   columns: query | key | value, each split into N heads of D
+    attention_output/kernel [H, H], bias [H]
+    attention_layer_norm/gamma, beta [H]
+    intermediate/kernel [H, I], bias [I]
+    output/kernel [I, H], bias [H]
+    output_layer_norm/gamma, beta [H]
+  """
+
+  def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+               hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
+               attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
+               layer_norm_epsilon: float = 1e-12, **kwargs):
+    super().__init__(**kwargs)
+    if hidden_size % num_attention_heads:
+      raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_attention_heads "
+                       f"({num_attention_heads})")
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.head_size = hidden_size // num_attention_heads
+    self._activation = activation_fn(hidden_act)
+
+    def dense(units, name):
+      return keras.layers.Dense(units, kernel_initializer=truncated_normal(initializer_range),
+                                dtype=self.dtype_policy, name=name)
+
+    def layer_norm(name):
+      # Keras computes LayerNormalization in float32 even under a mixed policy, then casts back.
+      return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=self.dtype_policy,
+                                             name=name)
+
+    self.attention_qkv = dense(3 * hidden_size, "attention_qkv")
+    self.attention_output = dense(hidden_size, "attention_output")
+    self.attention_layer_norm = layer_norm("attention_layer_norm")
+    self.intermediate = dense(intermediate_size, "intermediate")
+    self.output_dense = dense(hidden_size, "output")  # `self.output` is taken by keras.Layer.
+    self.output_layer_norm = layer_norm("output_layer_norm")
+    self.attention_dropout = Dropout16(attention_probs_dropout_prob, dtype=self.dtype_policy,
+                                       name="attention_dropout")
+    self.hidden_dropout = Dropout16(hidden_dropout_prob, dtype=self.dtype_policy, name="hidden_dropout")
+
+  def build(self, x_shape, input_mask_shape=None):
+    hidden, inter = self.hidden_size, self.intermediate_size
+    self.attention_qkv.build((None, hidden))
+    self.attention_output.build((None, hidden))
+    self.attention_layer_norm.build((None, hidden))
+    self.intermediate.build((None, hidden))
+    self.output_dense.build((None, inter))
+    self.output_layer_norm.build((None, hidden))
+    self.built = True
+
+  def _attention(self, x, input_mask, batch, length, training):
+    """x [B*T, H] -> context [B*T, H] (before the output projection)."""
+    heads, size = self.num_attention_heads, self.head_size
+    qkv = tf.reshape(linear(self.attention_qkv, x), [batch, length, 3, heads, size])
+    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, N, T, D]
+    # Unstack rather than index: the gradient of an index is a zero-filled [3, B, N, T, D] per slice.
+    query, key, value = tf.unstack(qkv, 3, axis=0)  # each [B, N, T, D]
+    # Scaling the query ([B, N, T, D]) is cheaper than scaling the scores ([B, N, T, T]).
+    query = query * tf.cast(1.0 / math.sqrt(size), query.dtype)
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
+    # Softmax in float32: float16 scores overflow and bfloat16 sums lose the small probabilities.
+    scores = tf.cast(scores, tf.float32) + attention_bias(input_mask)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+    probs = self.attention_dropout(probs, training=training)
+    context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
+    return tf.reshape(context, [-1, self.hidden_size])
+
+  def call(self, x, input_mask, training=None):
+    shape = tf.shape(x)
+    rows = tf.reshape(x, [-1, self.hidden_size])  # [B*T, H]
+    context = self._attention(rows, input_mask, shape[0], shape[1], training)
+    attention = linear(self.attention_output, context)
+    rows = self.attention_layer_norm(rows + self.hidden_dropout(attention, training=training))
+    hidden = self._activation(linear(self.intermediate, rows))  # [B*T, I]
+    hidden = self.hidden_dropout(linear(self.output_dense, hidden), training=training)
+    rows = self.output_layer_norm(rows + hidden)
+    return tf.reshape(rows, shape)
+
+  def compute_output_shape(self, x_shape, input_mask_shape=None):
+    return x_shape
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "hidden_size": self.hidden_size,
+        "num_attention_heads": self.num_attention_heads,
+        "intermediate_size": self.intermediate_size,
+        "hidden_act": self.hidden_act,
+        "hidden_dropout_prob": self.hidden_dropout_prob,
+        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+        "initializer_range": self.initializer_range,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+    }

@@ -1,0 +1,53 @@
+r"""Converts BERT weights between google-research TF1 checkpoints, Hugging Face directories and ours.
+
+  python scripts/convert_checkpoint.py --input_format=hf --input=/path/to/hf_dir \
+      --output_format=ours --output_dir=/tmp/bert_ours
+  python scripts/convert_checkpoint.py --input_format=tf1 \
+      --input=/path/uncased_L-12_H-768_A-12/bert_model.ckpt \
+      --bert_config_file=/path/uncased_L-12_H-768_A-12/bert_config.json --output_format=ours --output_dir=...
+  python scripts/convert_checkpoint.py --input_format=ours --input=/tmp/bert_ours --output_format=tf1 \
+      --output_dir=/tmp/bert_tf1
+
+Output layouts (see bert_tf/model/convert.py): `ours` writes <output_dir>/encoder/ckpt-1 (encoder, plus the
+pretraining heads when the input had them), bert_config.json and vocab.txt; `tf1` writes
+<output_dir>/bert_model.ckpt under google-research's variable names, bert_config.json and vocab.txt.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags, logging
+
+from bert_tf.model import convert
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("input_format", None, sorted(convert.LOADERS), "Format of --input.")
+flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory; ours: a "
+                    "directory written by this script with --output_format=ours, or a pretraining "
+                    "--output_dir (its encoder_checkpoint/).")
+flags.DEFINE_enum("output_format", "ours", sorted(convert.SAVERS), "Format to write.")
+flags.DEFINE_string("output_dir", None, "Directory to write; created if missing.")
+flags.DEFINE_string("bert_config_file", None, "tf1 input only: its bert_config.json (default: the one "
+                    "beside the checkpoint).")
+flags.DEFINE_string("vocab_file", None, "tf1 input only: vocab.txt to copy (default: the one beside the "
+                    "checkpoint, if any).")
+flags.mark_flags_as_required(["input_format", "input", "output_dir"])
+
+
+def main(argv):
+  del argv
+  if FLAGS.input_format != "tf1" and (FLAGS.bert_config_file or FLAGS.vocab_file):
+    raise app.UsageError("--bert_config_file and --vocab_file apply to --input_format=tf1 only; "
+                         f"a {FLAGS.input_format} input carries its own")
+  if FLAGS.input_format == "tf1":
+    converted = convert.load_tf1(FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file)
+  else:
+    converted = convert.LOADERS[FLAGS.input_format](FLAGS.input)
+  if converted.unused:
+    logging.warning("%d input tensor(s) not converted: %s", len(converted.unused),
+                    ", ".join(converted.unused[:20]))
+  path = convert.SAVERS[FLAGS.output_format](converted, FLAGS.output_dir)
+  logging.info("wrote %s (%s; heads: %s)", path, FLAGS.output_format, ", ".join(converted.heads) or "none")
+
+
+if __name__ == "__main__":
+  app.run(main)

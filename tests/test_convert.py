@@ -1,0 +1,296 @@
+"""Weight conversion: real all-MiniLM-L6-v2 weights against goldens from Hugging Face transformers
+(tests/golden/make_minilm_golden.py), TF1 checkpoints written as google-research writes and reads them,
+exact round trips, and the converter script."""
+
+import importlib.util
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import assets
+from bert_tf.config import BertConfig
+from bert_tf.model import convert
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pretraining import BertPretrainer
+from test_encoder import randomize, tiny_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(REPO, "tests", "golden", "minilm_golden.npz")
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def google_research_names(num_layers: int, heads: bool) -> list[tuple[str, str, bool]]:
+  """(google-research TF1 name, Hugging Face name, torch weight is the transpose), written out by hand from
+  google-research's modeling.py / run_pretraining.py and transformers' BertForPreTraining; independent of
+  the converter's own renaming."""
+  rows = [("bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight", False),
+          ("bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings.weight", False),
+          ("bert/embeddings/position_embeddings", "embeddings.position_embeddings.weight", False),
+          ("bert/embeddings/LayerNorm/gamma", "embeddings.LayerNorm.weight", False),
+          ("bert/embeddings/LayerNorm/beta", "embeddings.LayerNorm.bias", False)]
+  for k in range(num_layers):
+    gr, hf = f"bert/encoder/layer_{k}", f"encoder.layer.{k}"
+    for part in ("attention/self/query", "attention/self/key", "attention/self/value",
+                 "attention/output/dense", "intermediate/dense", "output/dense"):
+      rows += [(f"{gr}/{part}/kernel", f"{hf}.{part.replace('/', '.')}.weight", True),
+               (f"{gr}/{part}/bias", f"{hf}.{part.replace('/', '.')}.bias", False)]
+    for part in ("attention/output/LayerNorm", "output/LayerNorm"):
+      rows += [(f"{gr}/{part}/gamma", f"{hf}.{part.replace('/', '.')}.weight", False),
+               (f"{gr}/{part}/beta", f"{hf}.{part.replace('/', '.')}.bias", False)]
+  rows += [("bert/pooler/dense/kernel", "pooler.dense.weight", True),
+           ("bert/pooler/dense/bias", "pooler.dense.bias", False)]
+  if heads:
+    rows += [("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight", True),
+             ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias", False),
+             ("cls/predictions/transform/LayerNorm/gamma", "cls.predictions.transform.LayerNorm.weight",
+              False),
+             ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias",
+              False),
+             ("cls/predictions/output_bias", "cls.predictions.bias", False),
+             ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", False),
+             ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", False)]
+  return rows
+
+
+def write_like_google_research(weights: dict[str, np.ndarray], prefix: str) -> None:
+  """A checkpoint as google-research's TF1 code writes it: graph variables and a tf.compat.v1 Saver."""
+  with tf.Graph().as_default():
+    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                 for name, value in weights.items()]
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      tf.compat.v1.train.Saver(variables).save(session, prefix, write_meta_graph=False)
+
+
+def read_like_google_research(prefix: str, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
+  """google-research's init path: graph variables initialised by tf.train.init_from_checkpoint."""
+  with tf.Graph().as_default():
+    variables = {name: tf.compat.v1.get_variable(name, shape=shape, initializer=tf.zeros_initializer())
+                 for name, shape in shapes.items()}
+    tf.compat.v1.train.init_from_checkpoint(prefix, {"bert/": "bert/", "cls/": "cls/"})
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      return session.run(variables)
+
+
+def write_safetensors(tensors: dict[str, np.ndarray], path: str) -> None:
+  """The safetensors layout written by hand: 8-byte header size, JSON header, raw little-endian data."""
+  codes = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+  header, blobs, offset = {}, [], 0
+  for name, value in tensors.items():
+    data = np.ascontiguousarray(value).tobytes()
+    header[name] = {"dtype": codes[value.dtype], "shape": list(value.shape),
+                    "data_offsets": [offset, offset + len(data)]}
+    blobs.append(data)
+    offset += len(data)
+  encoded = json.dumps(header).encode()
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+
+
+def assert_same_weights(a, b):
+  assert [v.path for v in a.weights] == [v.path for v in b.weights]
+  for x, y in zip(a.weights, b.weights):
+    np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+# --- Real weights -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+  paths = [assets.minilm_file(f"model/{name}") for name in ("config.json", "model.safetensors", "vocab.txt")]
+  return os.path.dirname(paths[0])
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir):
+  return convert.load_hf(minilm_dir)
+
+
+@pytest.fixture(scope="module")
+def golden():
+  return dict(np.load(GOLDEN))
+
+
+def check_against_golden(encoder, golden):
+  """Max abs errors (real positions, padded positions, pooled, layer 2) of `encoder` vs the goldens."""
+  out = encoder({k: golden[k] for k in INPUTS})
+  real = golden["input_mask"].astype(bool)
+  diff = np.abs(out["sequence_output"].numpy() - golden["sequence_output"])
+  errors = (diff[real].max(), diff[~real].max(),
+            np.abs(out["pooled_output"].numpy() - golden["pooled_output"]).max(),
+            np.abs(out["encoder_outputs"][2].numpy() - golden["layer_2_output"]).max())
+  assert errors[0] < 1e-4, errors  # The acceptance bound, at every real token.
+  assert errors[1] < 1e-3, errors  # Padded positions carry no meaning; they only must not blow up.
+  assert errors[2] < 1e-4 and errors[3] < 1e-4, errors
+  return out
+
+
+def test_golden_file_is_small_and_padded(golden):
+  assert os.path.getsize(GOLDEN) < 1 << 20
+  lengths = golden["input_mask"].sum(1)
+  assert len(set(lengths.tolist())) == len(lengths) and lengths.max() < golden["input_mask"].shape[1]
+  assert golden["segment_ids"].max() == 1
+
+
+def test_hf_directory_matches_transformers_goldens(minilm, golden):
+  assert minilm.config.num_hidden_layers == 6 and minilm.config.hidden_size == 384
+  assert minilm.config.extras["layer_norm_eps"] == 1e-12
+  assert minilm.heads == () and minilm.pretrainer is None and minilm.unused == []
+  check_against_golden(minilm.encoder, golden)
+
+
+def test_google_research_checkpoint_of_the_same_weights(minilm_dir, minilm, golden, tmp_path):
+  state = convert.read_safetensors(os.path.join(minilm_dir, "model.safetensors"))
+  weights = {gr: (state[hf].T if transpose else state[hf])
+             for gr, hf, transpose in google_research_names(6, heads=False)}
+  write_like_google_research(weights, str(tmp_path / "bert_model.ckpt"))
+  minilm.config.to_json_file(str(tmp_path / "bert_config.json"))
+  converted = convert.load_tf1(str(tmp_path))
+  assert converted.unused == [] and converted.heads == ()
+  out = check_against_golden(converted.encoder, golden)
+  reference = minilm.encoder({k: golden[k] for k in INPUTS})
+  np.testing.assert_array_equal(out["sequence_output"], reference["sequence_output"])
+
+
+def test_converter_script_round_trips_exactly(minilm_dir, minilm, tmp_path):
+  spec = importlib.util.spec_from_file_location("convert_checkpoint",
+                                                os.path.join(REPO, "scripts", "convert_checkpoint.py"))
+  script = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(script)
+
+  def run(*argv):
+    script.FLAGS.unparse_flags()
+    script.FLAGS(["convert_checkpoint.py", *argv])
+    script.main([])
+
+  ours, tf1, again = (str(tmp_path / name) for name in ("ours", "tf1", "ours_again"))
+  run("--input_format=hf", f"--input={minilm_dir}", "--output_format=ours", f"--output_dir={ours}")
+  run("--input_format=ours", f"--input={ours}", "--output_format=tf1", f"--output_dir={tf1}")
+  run("--input_format=tf1", f"--input={tf1}/bert_model.ckpt", "--output_format=ours",
+      f"--output_dir={again}")
+  assert sorted(os.listdir(ours)) == ["bert_config.json", "encoder", "vocab.txt"]
+  assert sorted(os.listdir(tf1)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                     "bert_model.ckpt.index", "vocab.txt"]
+  assert BertConfig.from_json_file(f"{again}/bert_config.json") == minilm.config
+  # The TF1 checkpoint holds exactly google-research's names, with the HF tensors in TF1 layout.
+  state = convert.read_safetensors(os.path.join(minilm_dir, "model.safetensors"))
+  tf1_weights = convert.read_tf1_checkpoint(f"{tf1}/bert_model.ckpt")
+  expected = google_research_names(6, heads=False)
+  assert sorted(tf1_weights) == sorted(gr for gr, _, _ in expected)
+  for gr, hf, transpose in expected:
+    np.testing.assert_array_equal(tf1_weights[gr], state[hf].T if transpose else state[hf], err_msg=gr)
+  # ours -> tf1 -> ours is bitwise exact, and the encoder alone reads from an `ours` checkpoint.
+  assert_same_weights(convert.load_ours(again).encoder, minilm.encoder)
+  encoder = BertEncoder(minilm.config)
+  status = tf.train.Checkpoint(encoder=encoder).read(tf.train.latest_checkpoint(f"{ours}/encoder"))
+  status.assert_existing_objects_matched()
+  assert_same_weights(encoder, minilm.encoder)
+
+
+# --- Tiny models, with the pretraining heads ----------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_pretrainer():
+  model = BertPretrainer(tiny_config())
+  randomize(model)
+  return model
+
+
+def tiny_converted(model):
+  return convert.Converted(model.config, model.encoder, model, convert.HEADS)
+
+
+def test_tf1_round_trip_with_heads_is_exact_and_google_research_reads_it(tiny_pretrainer, tmp_path):
+  prefix = convert.save_tf1(tiny_converted(tiny_pretrainer), str(tmp_path / "tf1"))
+  written = convert.read_tf1_checkpoint(prefix)
+  rows = google_research_names(2, heads=True)
+  assert sorted(written) == sorted(gr for gr, _, _ in rows)
+  assert written["cls/seq_relationship/output_weights"].shape == (2, 12)
+  assert written["bert/encoder/layer_1/attention/self/key/kernel"].shape == (12, 12)
+  read = read_like_google_research(prefix, {name: value.shape for name, value in written.items()})
+  for name, value in written.items():
+    np.testing.assert_array_equal(read[name], value, err_msg=name)
+  np.testing.assert_array_equal(
+      np.concatenate([written[f"bert/encoder/layer_0/attention/self/{p}/kernel"]
+                      for p in ("query", "key", "value")], axis=1),
+      tiny_pretrainer.encoder.layer_0.attention_qkv.kernel.numpy())
+
+  back = convert.load_tf1(str(tmp_path / "tf1"))
+  assert back.heads == convert.HEADS and back.vocab_file is None
+  assert_same_weights(back.pretrainer, tiny_pretrainer)
+  ours = str(tmp_path / "ours")
+  convert.save_ours(back, ours)
+  again = convert.load_ours(ours)
+  assert again.heads == convert.HEADS
+  assert_same_weights(again.pretrainer, tiny_pretrainer)
+
+
+def test_hf_directory_with_heads_and_legacy_names(tiny_pretrainer, tmp_path):
+  tf1 = convert.get_tf1_weights(convert.tf1_links(tiny_pretrainer.encoder, tiny_pretrainer))
+  state = {}
+  for gr, hf, transpose in google_research_names(2, heads=True):
+    hf = "bert." + hf if hf.startswith(("embeddings", "encoder", "pooler")) else hf
+    hf = hf.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+    state[hf] = np.ascontiguousarray(tf1[gr].T if transpose else tf1[gr])
+  state["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None]
+  state["cls.predictions.decoder.weight"] = tf1["bert/embeddings/word_embeddings"]
+  state["classifier.weight"] = np.zeros((3, 12), np.float32)
+  write_safetensors(state, str(tmp_path / "model.safetensors"))
+  config = dict(tiny_pretrainer.config.to_dict(), model_type="bert", architectures=["BertForPreTraining"])
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  (tmp_path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(99)))
+
+  converted = convert.load_hf(str(tmp_path))
+  assert converted.heads == convert.HEADS
+  assert converted.unused == ["classifier.weight"]
+  assert converted.vocab_file == str(tmp_path / "vocab.txt")
+  assert converted.config.extras == {"model_type": "bert", "architectures": ["BertForPreTraining"]}
+  assert_same_weights(converted.pretrainer, tiny_pretrainer)
+
+
+def test_missing_tensors_are_listed(tiny_pretrainer):
+  weights = convert.get_tf1_weights(convert.tf1_links(tiny_pretrainer.encoder))
+  del weights["bert/pooler/dense/bias"]
+  del weights["bert/encoder/layer_1/attention/self/value/kernel"]
+  with pytest.raises(KeyError, match=r"missing 2 tensor\(s\).*bert/encoder/layer_1/attention/self/value/"
+                     r"kernel, bert/pooler/dense/bias"):
+    convert.from_tf1_weights(weights, tiny_pretrainer.config, source="my.ckpt")
+
+
+def test_shape_mismatch_names_the_variable_and_both_shapes(tiny_pretrainer):
+  weights = convert.get_tf1_weights(convert.tf1_links(tiny_pretrainer.encoder))
+  weights["bert/encoder/layer_0/intermediate/dense/kernel"] = np.zeros((12, 40), np.float32)
+  with pytest.raises(ValueError, match=r"bert/encoder/layer_0/intermediate/dense/kernel: the checkpoint has "
+                     r"\[12, 40\], the model \(layer_0/intermediate/kernel\) needs \[12, 37\]"):
+    convert.from_tf1_weights(weights, tiny_pretrainer.config)
+
+
+def test_hf_config_mapping():
+  values = {"model_type": "bert", "vocab_size": 99, "hidden_size": 12, "num_hidden_layers": 2,
+            "num_attention_heads": 3, "intermediate_size": 37, "hidden_act": "gelu_pytorch_tanh",
+            "layer_norm_eps": 1e-12, "pad_token_id": 0}
+  config = convert.hf_config_to_bert_config(values)
+  assert (config.vocab_size, config.hidden_act, config.max_position_embeddings) == (99, "gelu_new", 512)
+  assert config.extras == {"model_type": "bert", "layer_norm_eps": 1e-12, "pad_token_id": 0}
+  with pytest.raises(ValueError, match="model_type is 'roberta'"):
+    convert.hf_config_to_bert_config(dict(values, model_type="roberta"))
+  with pytest.raises(ValueError, match="position_embedding_type 'relative_key'"):
+    convert.hf_config_to_bert_config(dict(values, position_embedding_type="relative_key"))
+
+
+def test_pretraining_output_directory_converts(tiny_pretrainer, tmp_path):
+  """The hand-off layout of pretraining (bert_tf.training.handoff): encoder_checkpoint/encoder."""
+  tf.train.Checkpoint(encoder=tiny_pretrainer.encoder).write(str(tmp_path / "encoder_checkpoint" / "encoder"))
+  tiny_pretrainer.config.to_json_file(str(tmp_path / "bert_config.json"))
+  converted = convert.load_ours(str(tmp_path))
+  assert converted.heads == () and converted.pretrainer is None
+  assert_same_weights(converted.encoder, tiny_pretrainer.encoder)
+  with pytest.raises(FileNotFoundError, match="no checkpoint in encoder/"):
+    convert.load_ours(str(tmp_path / "encoder_checkpoint"))
