@@ -205,9 +205,11 @@ def test_identical_to_reference(real, corpus_lines):
   texts = ACCEPTANCE + corpus_lines
   want = [ref.convert_tokens_to_ids(ref.tokenize(t)) for t in texts]
   got_python = [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+  got_ids = [python.tokenize_to_ids(t) for t in texts]  # Record creation's path, with its id cache.
   values, splits = graph.tokenize_lines(texts)
   got_graph = [values[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])]
-  for name, got in (("FullTokenizer", got_python), ("GraphTokenizer", got_graph)):
+  for name, got in (("FullTokenizer", got_python), ("FullTokenizer.tokenize_to_ids", got_ids),
+                    ("GraphTokenizer", got_graph)):
     wrong = [i for i in range(len(texts)) if got[i] != want[i]]
     assert not wrong, "\n".join(
         f"{name} differs on {texts[i]!r}:\n  reference {ref.tokenize(texts[i])}\n  ours      "

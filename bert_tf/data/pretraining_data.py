@@ -159,9 +159,8 @@ def tokenize_documents(document_lines: Sequence[Sequence[str]], tokenizer) -> li
       k += len(lines)
       documents.append([s for s in sentences if s])
   else:
-    vocab = tokenizer.vocab
     for lines in document_lines:
-      sentences = ([vocab[t] for t in tokenizer.tokenize(line)] for line in lines)
+      sentences = (tokenizer.tokenize_to_ids(line) for line in lines)
       documents.append([s for s in sentences if s])
   return [d for d in documents if d]
 

@@ -194,6 +194,10 @@ def _re2_literal_alternation(tokens: Sequence[str]) -> str:
 _CJK_RE = re.compile("[" + _py_class_body(_CJK_RANGES) + "]")
 
 
+# ASCII characters that step 1 removes or maps to a space (all below U+0020, and DEL).
+_ASCII_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
+
+
 class BasicTokenizer:
   """Steps 1-5 of the module docstring: text -> words (no vocabulary needed). Pure Python."""
 
@@ -224,6 +228,11 @@ class BasicTokenizer:
     if isinstance(text, bytes):
       text = text.decode("utf-8", "ignore")  # As the reference does.
     if self._special_re is None:
+      if text.isascii() and not _ASCII_CONTROL_RE.search(text):
+        # Most lines of most corpora: nothing to clean, no CJK, and str.split() splits on the space only.
+        for chunk in text.split():
+          yield chunk, False
+        return
       for chunk in _CJK_RE.sub(" \\g<0> ", text.translate(self._clean_table)).split():
         yield chunk, False
       return
@@ -262,6 +271,7 @@ class FullTokenizer:
     # No vocabulary entry is longer than this, so longer candidate pieces need not be looked up.
     self._longest_token = max(map(len, tokens), default=0)
     self._cache: dict[str, list[str]] = {}
+    self._id_cache: dict[str, list[int]] = {}
 
   @property
   def vocab_size(self) -> int:
@@ -302,6 +312,24 @@ class FullTokenizer:
       else:
         return [UNK_TOKEN]
     return pieces
+
+  def tokenize_to_ids(self, text: str | bytes) -> list[int]:
+    """`convert_tokens_to_ids(tokenize(text))`, with the ids of each chunk cached: the fast path of record
+    creation."""
+    ids: list[int] = []
+    cache = self._id_cache
+    for chunk, is_special in self.basic_tokenizer.chunks(text):
+      if is_special:
+        ids.append(self.vocab[chunk])
+        continue
+      cached = cache.get(chunk)
+      if cached is None:
+        cached = [self.vocab[p] for word in self.basic_tokenizer.chunk_words(chunk) for p in self.wordpiece(word)]
+        if len(cache) >= self._CACHE_LIMIT:
+          cache.clear()
+        cache[chunk] = cached
+      ids.extend(cached)
+    return ids
 
   def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
     return [self.vocab[token] for token in tokens]
