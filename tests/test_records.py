@@ -121,3 +121,16 @@ def test_reader_errors_name_the_pattern(tmp_path):
   tf.io.TFRecordWriter(str(empty)).close()
   with pytest.raises(ValueError, match="holds no records"):
     records.infer_record_shape(str(empty))
+
+
+def test_serializer_long_sequences_with_multibyte_positions():
+  t, p = 301, 4  # Positions of 128 and more take two varint bytes.
+  ids = [2] + [5] * 200 + [3] + [7] * 97 + [3]
+  segments = [0] * 202 + [1] * 98
+  serializer = records.RecordSerializer(t, p, vocab_size=99)
+  ours = tf.train.Example.FromString(serializer.serialize(ids, segments, [1, 127, 128, 299], [5, 5, 5, 7], 0))
+  parsed = records.parse_pretraining_examples(ours.SerializeToString(), t, p)
+  np.testing.assert_array_equal(parsed["masked_lm_positions"], [1, 127, 128, 299])
+  np.testing.assert_array_equal(parsed["input_ids"], ids + [0])
+  np.testing.assert_array_equal(parsed["segment_ids"], segments + [0])
+  assert int(parsed["input_mask"].sum()) == 300 and parsed["masked_lm_weights"].tolist() == [1.0] * 4

@@ -148,7 +148,11 @@ def _field(tag: int, payload: bytes) -> bytes:
 
 
 class RecordSerializer:
-  """Serializes pretraining instances to `tf.train.Example` bytes in google-research's record format."""
+  """Serializes pretraining instances to `tf.train.Example` bytes in google-research's record format.
+
+  Features whose encoded size never varies (masks, segment ids, weights, the label, and positions when they all
+  fit one varint byte) are a precomputed header plus raw bytes; only token ids go through the varint table.
+  """
 
   def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int,
                dynamic_masking: bool = False):
@@ -158,6 +162,15 @@ class RecordSerializer:
     # Every int we write is a token id, a 0/1 flag or a position, so one table of encodings covers them all.
     self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length, 2))]
     self._keys = {f.name: _field(0x0A, f.name.encode()) for f in PRETRAINING_FEATURES}
+    # Positions below 128 are one varint byte each, so their feature has a fixed size when T <= 128.
+    self._positions_fixed = max_seq_length <= 128
+    self._headers = {
+        name: self._int_feature(name, [0] * length)[:-length]
+        for name, length in (("input_mask", max_seq_length), ("segment_ids", max_seq_length),
+                             ("masked_lm_positions", max_predictions_per_seq))}
+    self._labels = [self._int_feature("next_sentence_labels", [label]) for label in (0, 1)]
+    self._weights = [self._float_feature("masked_lm_weights", [1.0] * k + [0.0] * (max_predictions_per_seq - k))
+                     for k in range(max_predictions_per_seq + 1)]
 
   def _int_feature(self, name: str, values: Sequence[int]) -> bytes:
     return self._packed_feature(name, b"".join([self._varints[v] for v in values]))
@@ -175,29 +188,32 @@ class RecordSerializer:
   def serialize(self, input_ids: Sequence[int], segment_ids: Sequence[int],
                 masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int],
                 next_sentence_label: int) -> bytes:
-    """One instance -> serialized Example. `input_ids`/`segment_ids` unpadded; positions sorted."""
+    """One instance -> serialized Example. `input_ids`/`segment_ids` unpadded (segment ids 0 or 1);
+    positions sorted."""
     n = len(input_ids)
     if n > self.max_seq_length:
       raise ValueError(f"instance has {n} tokens, more than max_seq_length={self.max_seq_length}")
-    pad = self.max_seq_length - n
-    zeros = b"\x00" * pad  # 0 and 1 encode as one byte each, so flags and padding need no table.
+    varints = self._varints
+    zeros = b"\x00" * (self.max_seq_length - n)  # 0 and 1 encode as one byte each.
     parts = [
-        self._int_feature("input_ids", list(input_ids) + [0] * pad),
-        self._packed_feature("input_mask", b"\x01" * n + zeros),
-        self._packed_feature("segment_ids", bytes(segment_ids) + zeros),
+        self._packed_feature("input_ids", b"".join([varints[v] for v in input_ids]) + zeros),
+        self._headers["input_mask"] + b"\x01" * n + zeros,
+        self._headers["segment_ids"] + bytes(segment_ids) + zeros,
     ]
     if not self.dynamic_masking:
       k = len(masked_lm_positions)
       if k > self.max_predictions_per_seq:
         raise ValueError(
             f"instance has {k} predictions, more than max_predictions_per_seq={self.max_predictions_per_seq}")
-      mpad = self.max_predictions_per_seq - k
-      parts += [
-          self._int_feature("masked_lm_positions", list(masked_lm_positions) + [0] * mpad),
-          self._int_feature("masked_lm_ids", list(masked_lm_ids) + [0] * mpad),
-          self._float_feature("masked_lm_weights", [1.0] * k + [0.0] * mpad),
-      ]
-    parts.append(self._int_feature("next_sentence_labels", [next_sentence_label]))
+      mzeros = b"\x00" * (self.max_predictions_per_seq - k)
+      if self._positions_fixed:
+        parts.append(self._headers["masked_lm_positions"] + bytes(masked_lm_positions) + mzeros)
+      else:
+        parts.append(self._packed_feature(
+            "masked_lm_positions", b"".join([varints[v] for v in masked_lm_positions]) + mzeros))
+      parts.append(self._packed_feature("masked_lm_ids", b"".join([varints[v] for v in masked_lm_ids]) + mzeros))
+      parts.append(self._weights[k])
+    parts.append(self._labels[next_sentence_label])
     return _field(0x0A, b"".join(parts))  # Example.features
 
 
