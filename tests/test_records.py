@@ -133,4 +133,4 @@ def test_serializer_long_sequences_with_multibyte_positions():
   np.testing.assert_array_equal(parsed["masked_lm_positions"], [1, 127, 128, 299])
   np.testing.assert_array_equal(parsed["input_ids"], ids + [0])
   np.testing.assert_array_equal(parsed["segment_ids"], segments + [0])
-  assert int(parsed["input_mask"].sum()) == 300 and parsed["masked_lm_weights"].tolist() == [1.0] * 4
+  assert int(parsed["input_mask"].numpy().sum()) == 300 and parsed["masked_lm_weights"].numpy().tolist() == [1.0] * 4
