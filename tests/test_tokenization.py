@@ -335,3 +335,7 @@ def test_save_vocab_rejects_tokens_that_would_not_read_back(tmp_path):
   with pytest.raises(ValueError, match="line 1 and again on line 3"):
     tk.save_vocab(["a", "b", "a"], str(tmp_path / "vocab.txt"))
   assert not list(tmp_path.iterdir())
+
+
+def test_fast_character_classes_equal_the_per_code_point_definition():
+  assert tk._char_classes() == tk._char_classes_slow()

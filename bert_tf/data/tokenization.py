@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
 import sys
 import unicodedata
@@ -143,8 +144,45 @@ def _to_ranges(code_points: Sequence[int]) -> Ranges:
   return tuple(ranges)
 
 
+def _merge(ranges: list[tuple[int, int]]) -> Ranges:
+  """Sorted, with overlapping or adjacent ranges joined."""
+  out: list[list[int]] = []
+  for lo, hi in sorted(ranges):
+    if out and lo <= out[-1][1] + 1:
+      out[-1][1] = max(out[-1][1], hi)
+    else:
+      out.append([lo, hi])
+  return tuple((lo, hi) for lo, hi in out)
+
+
 @functools.lru_cache(maxsize=None)
 def _char_classes() -> _CharClasses:
+  """The character classes of steps 1, 4 and 5 from this Python's `unicodedata`, as code-point ranges.
+
+  Built from runs of equal category (the category of every code point is computed in C and grouped), a few
+  times faster than a per-code-point Python loop, which matters because every worker process of record
+  creation builds a tokenizer; `_char_classes_slow` is the plain definition, and a test checks they agree.
+  """
+  runs: dict[str, list[tuple[int, int]]] = {}
+  start = 0
+  for category, run in itertools.groupby(map(unicodedata.category, map(chr, range(sys.maxunicode + 1)))):
+    end = start + sum(1 for _ in run)
+    runs.setdefault(category, []).append((start, end - 1))
+    start = end
+  # \t \n \r are Cc but whitespace; U+FFFD is removed; Zl and Zp (U+2028, U+2029) split like spaces in
+  # str.split(), so in the reference too; the ASCII symbols ($ + < = > ^ ` | ~ ...) count as punctuation.
+  removed = runs["Cc"] + runs["Cf"] + [(0xFFFD, 0xFFFD)]
+  for cp in (9, 10, 13):
+    removed = [r for r in _split_ranges(tuple(removed), cp) if r != (cp, cp)]
+  whitespace = runs["Zs"] + runs["Zl"] + runs["Zp"] + [(9, 9), (10, 10), (13, 13)]
+  punctuation = [r for c, rs in runs.items() if c.startswith("P") for r in rs]
+  punctuation += [(33, 47), (58, 64), (91, 96), (123, 126)]
+  return _CharClasses(_merge(removed), _merge(whitespace), _merge(punctuation), _merge(runs["Mn"]),
+                      _merge(runs["Cn"]))
+
+
+def _char_classes_slow() -> _CharClasses:
+  """The per-code-point definition of `_char_classes` (used by the tests)."""
   removed, whitespace, punctuation, marks, unassigned = [], [], [], [], []
   ascii_symbols = set(range(33, 48)) | set(range(58, 65)) | set(range(91, 97)) | set(range(123, 127))
   for cp in range(sys.maxunicode + 1):
