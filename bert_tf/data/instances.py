@@ -293,7 +293,13 @@ def mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds,
   else:
     # One candidate per position: the same draws as the whole-word loop with one-element words, which can
     # neither overflow the budget nor overlap.
-    candidates = [index for index, token in enumerate(tokens) if token not in special]
+    n = len(tokens)
+    if tokens.count(vocab.cls_id) == 1 and tokens.count(vocab.sep_id) == 2:
+      # Only the pair's own [CLS] A [SEP] B [SEP]: every position but 0, the first [SEP] and the last.
+      first_sep = tokens.index(vocab.sep_id)
+      candidates = [*range(1, first_sep), *range(first_sep + 1, n - 1)]
+    else:  # Special tokens typed in the text (preserve_special_tokens) are never masked either.
+      candidates = [index for index, token in enumerate(tokens) if token not in special]
     rng.shuffle(candidates)
     for index in candidates[:num_to_predict]:
       mask(index)
