@@ -77,7 +77,7 @@ def parse_args(argv=None):
   p.add_argument("--steps", type=int, default=20, help="timed steps per case (or --seconds, first reached)")
   p.add_argument("--seconds", type=float, default=20.0, help="timed seconds per case (or --steps)")
   p.add_argument("--rounds", type=int, default=4, help="rounds over the cases that share the timing")
-  p.add_argument("--warmup", type=int, default=3, help="untimed steps per case after tracing")
+  p.add_argument("--warmup", type=int, default=2, help="untimed steps per case after tracing")
   p.add_argument("--peak_sizes", default="1024,1536,2048", help="square matmul sizes for the peak")
   p.add_argument("--peak_seconds", type=float, default=3.0, help="seconds of matmuls per peak size")
   p.add_argument("--probe_seconds", type=float, default=1.0,
@@ -108,7 +108,8 @@ def load_average() -> list[float]:
 # Inputs and FLOPs
 
 
-def synthetic_batch(batch: int, length: int, predictions: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
+def synthetic_batch(batch: int, length: int, predictions: int, vocab: int,
+                    seed: int) -> dict[str, np.ndarray]:
   """One pretraining batch shaped like a TFRecord batch: int32 [B, T] ids / mask / segments, int32 [B, P]
   masked positions and ids, float32 [B, P] weights, int32 [B, 1] NSP labels.
 
@@ -376,7 +377,8 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
         "mfu_vs_round_probe_median": round(float(np.median(round_mfu)), 4),
         # Below 1.0 the process did not keep every core busy: other users' load (or idle gaps).
         "cpu_utilisation": round(case.cpu_seconds / case.seconds / os.cpu_count(), 2),
-        "final_loss": round(case.loss, 4), "load_average_before": load_before, "load_average_after": load_after,
+        "final_loss": round(case.loss, 4),
+        "load_average_before": load_before, "load_average_after": load_after,
     })
   fastest_peer = max((r["sequences_per_s"] for r in rows if r["implementation"] != "ours"), default=None)
   for r in rows:
@@ -385,8 +387,8 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
 
 
 def markdown(rows: list[dict]) -> str:
-  lines = ["| config | implementation | XLA | sequences/s | per round | GFLOP/s | MFU % | MFU % vs round probe "
-           "| CPU use | x faster peer |",
+  lines = ["| config | implementation | XLA | sequences/s | per round | GFLOP/s | MFU % "
+           "| MFU % vs round probe | CPU use | x faster peer |",
            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
   for r in rows:
     spread = f"{min(r['round_sequences_per_s']):.1f}-{max(r['round_sequences_per_s']):.1f}"
