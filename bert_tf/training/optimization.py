@@ -69,13 +69,25 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class _ClippedOptimizer(keras.optimizers.Optimizer):
-  """Shared by both optimizers: global-norm clipping of already-summed gradients, our own weight decay."""
+  """Shared by both optimizers: Adam's two moments, global-norm clipping of already-summed gradients, our own
+  weight decay."""
 
-  def __init__(self, learning_rate, weight_decay_rate: float, clip_norm: float | None, name: str, **kwargs):
+  def __init__(self, learning_rate, weight_decay_rate: float, clip_norm: float | None, name: str,
+               beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6, **kwargs):
     # Keras' own `weight_decay` would decay every variable; ours follows `decays` and sits in update_step.
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     self.weight_decay_rate = float(weight_decay_rate)
     self.clip_norm = clip_norm
+    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+  def _update_moments(self, gradient, variable):
+    """Updates m and v of `variable`; returns (its index, m, v)."""
+    i = self._get_variable_index(variable)
+    m, v = self._m[i], self._v[i]
+    g = tf.cast(gradient, variable.dtype)
+    self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
+    self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
+    return i, m, v
 
   def build(self, var_list):
     if self.built:
@@ -97,7 +109,8 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(weight_decay_rate=self.weight_decay_rate, clip_norm=self.clip_norm)
+    config.update(weight_decay_rate=self.weight_decay_rate, clip_norm=self.clip_norm, beta_1=self.beta_1,
+                  beta_2=self.beta_2, epsilon=self.epsilon)
     return config
 
 
@@ -107,24 +120,14 @@ class AdamWeightDecay(_ClippedOptimizer):
 
   def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                clip_norm=1.0, name="adam_weight_decay", **kwargs):
-    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, **kwargs)
-    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, beta_1, beta_2, epsilon, **kwargs)
 
   def update_step(self, gradient, variable, learning_rate):
-    i = self._get_variable_index(variable)
-    m, v = self._m[i], self._v[i]
-    g = tf.cast(gradient, variable.dtype)
-    self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
-    self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
+    i, m, v = self._update_moments(gradient, variable)
     update = m / (tf.sqrt(v) + self.epsilon)
     if self.weight_decay_rate and self._decays[i]:
       update += self.weight_decay_rate * variable
     self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
-    return config
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -134,16 +137,11 @@ class Lamb(_ClippedOptimizer):
 
   def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                clip_norm=1.0, name="lamb", **kwargs):
-    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, **kwargs)
-    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    super().__init__(learning_rate, weight_decay_rate, clip_norm, name, beta_1, beta_2, epsilon, **kwargs)
 
   def update_step(self, gradient, variable, learning_rate):
-    i = self._get_variable_index(variable)
-    m, v = self._m[i], self._v[i]
-    g = tf.cast(gradient, variable.dtype)
+    i, m, v = self._update_moments(gradient, variable)
     t = tf.cast(self.iterations + 1, variable.dtype)
-    self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)
-    self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
     m_hat = m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), t))
     v_hat = v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), t))
     update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
@@ -155,11 +153,6 @@ class Lamb(_ClippedOptimizer):
       u_norm = tf.norm(update)
       ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30), 1.0)
     self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * ratio * update)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
-    return config
 
 
 def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_train_steps: int = 1,
