@@ -43,8 +43,26 @@ def layer_norm_epsilon(config: BertConfig) -> float:
   return float(config.extras.get("layer_norm_eps", DEFAULT_LAYER_NORM_EPSILON))
 
 
+class BertConfigModel:
+  """Keras config of a model built from a `BertConfig` alone (the encoder, the pretrainer): its name, dtype
+  policy and the BertConfig's dict. Not chained to keras.Model's: a functional model's config is its layer
+  graph, which __init__ rebuilds from the BertConfig."""
+
+  def get_config(self) -> dict[str, Any]:
+    return {"name": self.name, "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "config": self.config.to_dict()}
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.get(config["dtype"])
+    return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertEncoder(keras.Model):
+class BertEncoder(BertConfigModel, keras.Model):
   """The BERT encoder.
 
   Args:
@@ -138,15 +156,3 @@ class BertEncoder(keras.Model):
     """The word-embedding variable, float32 [vocab_size, hidden_size]."""
     return self.word_embeddings.embeddings
 
-  def get_config(self) -> dict[str, Any]:
-    # Not chained to super(): a functional model's config is its layer graph, which __init__ rebuilds.
-    return {"name": self.name, "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "config": self.config.to_dict()}
-
-  @classmethod
-  def from_config(cls, config: dict[str, Any]) -> "BertEncoder":
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.get(config["dtype"])
-    return cls(**config)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf.config import BertConfig
-from bert_tf.model.encoder import INPUT_NAMES, BertEncoder, layer_norm_epsilon, select_inputs
+from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, layer_norm_epsilon, select_inputs
 from bert_tf.model.layers import activation_fn, linear, truncated_normal
 
 # The feature names of a pretraining record that the model reads; the labels are read by the loss only.
@@ -80,7 +80,7 @@ class MaskedLMHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(keras.Model):
+class BertPretrainer(BertConfigModel, keras.Model):
   """A `BertEncoder` with the masked-LM and next-sentence heads of BERT pretraining.
 
   Args:
@@ -137,17 +137,6 @@ class BertPretrainer(keras.Model):
     inputs = select_inputs(inputs, PRETRAINING_INPUT_NAMES, "BertPretrainer")
     return super().call(inputs, training=training, mask=mask)
 
-  def get_config(self) -> dict[str, Any]:
-    return {"name": self.name, "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "config": self.config.to_dict()}
-
-  @classmethod
-  def from_config(cls, config: dict[str, Any]) -> "BertPretrainer":
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.get(config["dtype"])
-    return cls(**config)
 
 
 def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
