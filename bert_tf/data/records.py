@@ -253,11 +253,9 @@ class TFRecordFileWriter:
     self.path = path
     self.temp_path = fileio.temp_path_for(path)
     self._writer = fileio.open_file(self.temp_path, "wb")
-    self.count = 0
 
   def write(self, record: bytes) -> None:
     self._writer.write(frame_record(record))
-    self.count += 1
 
   def write_framed(self, data: bytes) -> None:
     """Appends already framed records (e.g. the contents of another TFRecord file)."""
