@@ -65,3 +65,30 @@ def write_default_corpus(path: str) -> str:
 
   fileio.write_text_atomic(path, default_corpus_text())
   return path
+
+
+# The main job's fine-tuning task: which of these documents a sentence comes from. Four large documents on
+# distinct subjects (string methods, the pdb debugger, format strings, dict-like mappings), ~1,500 sentences.
+DOCUMENT_TASK_TOPICS = ("string-methods", "debugger", "formatstrings", "typesmapping")
+
+
+def document_classification_split(topics: tuple[str, ...] = DOCUMENT_TASK_TOPICS, dev_every: int = 5
+                                  ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+  """A small real classification task from the embedded corpus: (sentence, topic) pairs of the documents
+  `topics`, split into train and held-out dev by position (every `dev_every`-th sentence of a document is dev),
+  so both splits cover each document from beginning to end. Sentences of fewer than 4 words (headings, code
+  fragments) are left out; duplicates keep their first occurrence only, so no sentence is in both splits."""
+  from pydoc_data.topics import topics as all_topics
+
+  unknown = [t for t in topics if t not in all_topics]
+  if unknown:
+    raise ValueError(f"unknown pydoc topics {unknown}; choose among pydoc_data.topics.topics")
+  train, dev, seen = [], [], set()
+  for topic in topics:
+    kept = [s for s in document_sentences(all_topics[topic]) if len(s.split()) >= 4]
+    for i, sentence in enumerate(kept):
+      if sentence in seen:
+        continue
+      seen.add(sentence)
+      (dev if i % dev_every == dev_every - 1 else train).append((sentence, topic))
+  return train, dev

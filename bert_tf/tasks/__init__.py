@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: readers, features, heads, metrics."""

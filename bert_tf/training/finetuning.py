@@ -1,0 +1,217 @@
+"""What every fine-tuning task shares: its run configuration, loading the pretrained encoder, training through
+the shared `Trainer`, and prediction under any strategy. A task (GLUE classification, and later SQuAD, SWAG,
+NER) adds its reader, features, head, metric and post-processing, nothing more.
+
+The paper's protocol: the pretrained encoder is reloaded, a task head is added, and every parameter is trained
+with AdamW, a linear warmup over `warmup_proportion` of the steps and a linear decay to zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.config import BertConfig
+from bert_tf.training import distribute, handoff, optimization, trainer
+
+DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass
+class FinetuningConfig:
+  """The settings every fine-tuning run shares; field names are the scripts' flags (google-research's where it
+  had them)."""
+
+  output_dir: str
+  bert_config: BertConfig
+  init_checkpoint: str | None = None
+  train_batch_size: int = 32  # global, per optimizer update
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 1
+  steps_per_loop: int = 50
+  log_steps: int = 50
+  distribution_strategy: str = "mirrored"
+  num_gpus: int = 0
+  tpu_name: str | None = None
+  tpu_zone: str | None = None
+  gcp_project: str | None = None
+  optimizer: str = "adamw"
+  dtype: str = "float32"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  seed: int = 12345
+
+  def validate(self) -> None:
+    """Checks that need no devices; raises ValueError naming the flag and the fix."""
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
+                 "keep_checkpoint_max", "steps_per_loop", "log_steps", "gradient_accumulation_steps"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
+    if self.learning_rate <= 0:
+      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
+    if self.num_train_epochs <= 0:
+      raise ValueError(f"--num_train_epochs={self.num_train_epochs}: must be > 0")
+    if not 0 <= self.warmup_proportion <= 1:
+      raise ValueError(f"--warmup_proportion={self.warmup_proportion}: must be in [0, 1]")
+    if self.dtype not in DTYPES:
+      raise ValueError(f"--dtype={self.dtype!r}: choose one of {DTYPES}")
+    if self.dtype == "mixed_float16" and self.distribution_strategy == "tpu":
+      raise ValueError("--dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use --dtype=mixed_bfloat16")
+    if self.optimizer not in optimization.OPTIMIZERS:
+      raise ValueError(f"--optimizer={self.optimizer!r}: choose one of {optimization.OPTIMIZERS}")
+    if self.distribution_strategy not in distribute.STRATEGIES:
+      raise ValueError(f"--distribution_strategy={self.distribution_strategy!r}: choose one of "
+                       f"{distribute.STRATEGIES}")
+    if self.seed < 0:
+      raise ValueError(f"--seed={self.seed}: must be >= 0")
+
+  def train_steps(self, num_train_examples: int) -> tuple[int, int]:
+    """(optimizer steps, warmup steps) for `num_train_examples` examples: google-research's arithmetic,
+    int(examples / batch * epochs), and at least one step."""
+    steps = max(1, int(num_train_examples / self.train_batch_size * self.num_train_epochs))
+    return steps, int(steps * self.warmup_proportion)
+
+  def strategy(self) -> tf.distribute.Strategy:
+    return distribute.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu_name, self.tpu_zone,
+                                   self.gcp_project)
+
+
+# -- The pretrained encoder -----------------------------------------------------------------------------------
+
+
+def init_encoder(encoder, path: str) -> str:
+  """Loads pretrained weights into `encoder` from any form users have; returns a description of the source.
+
+  Accepts what `handoff.resolve_checkpoint` does (a pretraining checkpoint or output dir, encoder_checkpoint/,
+  encoder_savedmodel/, a directory written by scripts/convert_checkpoint.py), and also, converted in memory:
+  a google-research (TF1) checkpoint such as `uncased_L-12_H-768_A-12/bert_model.ckpt`, and a Hugging Face
+  BERT directory (config.json with model.safetensors or pytorch_model.bin).
+  """
+  from bert_tf.model import convert
+
+  path = path.rstrip("/")
+  if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")) and not \
+      tf.io.gfile.exists(os.path.join(path, handoff.CONFIG_NAME)):
+    weights, _ = convert.hf_to_tf1_names(convert.read_hf_state(path))
+    convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=path)
+    return f"{path} (Hugging Face, converted in memory)"
+  try:
+    prefix = handoff.resolve_checkpoint(path)
+  except FileNotFoundError:
+    prefix = None
+  if prefix is not None:
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    if any(n.startswith("bert/") for n in names):
+      weights = convert.read_tf1_checkpoint(prefix)
+      convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=prefix)
+      return f"{prefix} (google-research checkpoint, converted in memory)"
+  return handoff.restore_encoder(encoder, path)
+
+
+def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
+  """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint."""
+  from bert_tf.model import convert
+
+  if bert_config_file:
+    return BertConfig.from_json_file(bert_config_file)
+  if init_checkpoint:
+    found = handoff.find_config(init_checkpoint)
+    if found:
+      return BertConfig.from_json_file(found)
+    hf = os.path.join(init_checkpoint.rstrip("/"), "config.json")
+    if tf.io.gfile.exists(hf):
+      import json
+
+      with tf.io.gfile.GFile(hf) as f:
+        return convert.hf_config_to_bert_config(json.load(f), source=hf)
+  raise ValueError("--bert_config_file is required (no bert_config.json found beside --init_checkpoint)")
+
+
+# -- Training -------------------------------------------------------------------------------------------------
+
+
+def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
+          strategy: tf.distribute.Strategy, encoder_of: Callable = lambda model: model.encoder,
+          output_dir: str | None = None) -> tuple[trainer.Trainer, trainer.TrainResult]:
+  """Trains `task` for `num_train_epochs` over `num_train_examples`, starting the encoder from
+  `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume."""
+  output_dir = output_dir or config.output_dir
+  steps, warmup = config.train_steps(num_train_examples)
+  trainer_config = trainer.TrainerConfig(
+      output_dir=output_dir, global_batch_size=config.train_batch_size, num_train_steps=steps,
+      gradient_accumulation_steps=config.gradient_accumulation_steps,
+      steps_per_loop=min(config.steps_per_loop, steps), save_checkpoints_steps=config.save_checkpoints_steps,
+      keep_checkpoint_max=config.keep_checkpoint_max, log_steps=min(config.log_steps, steps),
+      jit_compile=config.jit_compile)
+  run = trainer.Trainer(
+      task, strategy,
+      lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps, warmup,
+                                            dtype=config.dtype),
+      trainer_config)
+  if run.checkpointer.latest() is None:
+    if config.init_checkpoint:
+      source = init_encoder(encoder_of(run.model), config.init_checkpoint)
+      logging.info("initialised the encoder from %s", source)
+    else:
+      logging.warning("no --init_checkpoint: the encoder starts from random weights (not BERT fine-tuning)")
+  logging.info("training %d steps (%d warmup) of %d examples, %.4g epochs over %d examples",
+               steps, warmup, config.train_batch_size, config.num_train_epochs, num_train_examples)
+  return run, run.train()
+
+
+# -- Prediction -----------------------------------------------------------------------------------------------
+
+
+def eval_batch_size_for(batch_size: int, strategy: tf.distribute.Strategy) -> int:
+  """A worker's evaluation batch: `batch_size` rounded up to a multiple of its local replicas."""
+  local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
+  return -(-batch_size // local) * local
+
+
+def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy) -> np.ndarray:
+  """Runs `model(features, training=False)` over every batch of `dataset` -> float32 outputs of the real
+  examples, in order: [N, ...].
+
+  Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
+  `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
+  ends with all the predictions.
+  """
+  local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
+
+  def replica_fn(batch):
+    return tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model(batch, training=False))
+
+  @tf.function(reduce_retracing=True)
+  def step(batch):
+    if strategy.num_replicas_in_sync == 1:
+      return [strategy.run(replica_fn, args=(batch,))]
+
+    def slice_for(ctx):
+      i = ctx.replica_id_in_sync_group % local
+      return tf.nest.map_structure(lambda x: tf.split(x, local, axis=0)[i], batch)
+
+    values = strategy.experimental_distribute_values_from_function(slice_for)
+    return list(strategy.experimental_local_results(strategy.run(replica_fn, args=(values,))))
+
+  outputs, real = [], []
+  for batch in dataset:
+    outputs.append(np.concatenate([o.numpy() for o in step(batch)], axis=0))
+    real.append(batch["is_real_example"].numpy().astype(bool))
+  if not outputs:
+    return np.zeros([0], np.float32)
+  return np.concatenate(outputs)[np.concatenate(real)]
+
+
+def steps_for(num_examples: int, batch_size: int) -> int:
+  return math.ceil(num_examples / batch_size)

@@ -1,0 +1,129 @@
+"""Fine-tunes BERT on a GLUE task (or any data in a GLUE task's format), evaluates, predicts and exports.
+
+google-research/bert's flag names; see docs/finetuning.md. Example (MRPC from a pretraining run):
+
+  python scripts/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC --vocab_file=vocab.txt \
+      --bert_config_file=out/pretrain/bert_config.json --init_checkpoint=out/pretrain \
+      --do_train --do_eval --do_predict --output_dir=out/mrpc --export_dir=export
+
+--init_checkpoint takes a pretraining output dir or checkpoint, encoder_checkpoint/, encoder_savedmodel/, a
+scripts/convert_checkpoint.py output, a google-research checkpoint (bert_model.ckpt) or a Hugging Face directory;
+for --do_eval/--do_predict alone, a run's <output_dir>/classifier.
+"""
+
+import json
+import sys
+
+from absl import flags, logging
+
+from bert_tf import cli
+
+FLAGS = flags.FLAGS
+# google-research/bert's flags, with its defaults.
+flags.DEFINE_string("task_name", None, "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI or AX.")
+flags.DEFINE_string("data_dir", None, "The task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv).")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
+                    "beside --init_checkpoint).")
+flags.DEFINE_string("init_checkpoint", None, "The pretrained encoder (see above).")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results, predictions and classifier/ go.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set(s).")
+flags.DEFINE_bool("do_predict", False, "Predict the test set(s) in the GLUE submission format.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece, [CLS] and [SEP]s included.")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch.")
+flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch (per worker).")
+flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch (per worker).")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over train.tsv.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warmup.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
+flags.DEFINE_integer("iterations_per_loop", None, "google-research's name for --steps_per_loop.")
+flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
+flags.DEFINE_string("tpu_name", None, "'local' on a Cloud TPU VM, else the TPU's name or grpc:// address.")
+flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
+flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
+# New flags: the pretraining script's strategy, precision and XLA flags, and the paper's selection protocol.
+flags.DEFINE_enum("distribution_strategy", "mirrored", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                  "How to distribute: see docs/pretraining.md.")
+flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (google-research's) or LAMB.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_float16", "mixed_bfloat16"], "Compute precision.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update.")
+flags.DEFINE_integer("steps_per_loop", 50, "Updates per host call.")
+flags.DEFINE_integer("log_steps", 50, "A progress line every this many updates.")
+flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
+flags.DEFINE_list("learning_rates", [], "Selection protocol: fine-tune with each learning rate (the paper: "
+                  "5e-5,4e-5,3e-5,2e-5) and keep the best on dev.")
+flags.DEFINE_integer("num_restarts", 1, "Selection protocol: random restarts (seeds seed, seed+1, ...) per "
+                     "learning rate.")
+flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
+flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest example (not on TPU).")
+flags.DEFINE_integer("max_train_examples", 0, "Use only the first N training examples (0: all).")
+flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving to "
+                    "<export_dir>/<model_name>/<version>/.")
+flags.DEFINE_string("model_name", None, "The served model's name (default: the task name, lower case).")
+
+
+def _config():
+  from bert_tf.tasks import glue_finetuning
+  from bert_tf.training import finetuning
+
+  for name in ("task_name", "output_dir"):
+    if not getattr(FLAGS, name):
+      raise ValueError(f"--{name} is required")
+  if not FLAGS.data_dir:
+    raise ValueError("--data_dir is required: the task's folder of the GLUE download")
+  if not FLAGS.vocab_file:
+    raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
+  strategy = FLAGS.distribution_strategy
+  if FLAGS.use_tpu:
+    if FLAGS["distribution_strategy"].present and strategy != "tpu":
+      raise ValueError(f"--use_tpu contradicts --distribution_strategy={strategy}; pass one of them")
+    strategy = "tpu"
+  steps_per_loop = FLAGS.steps_per_loop
+  if FLAGS.iterations_per_loop is not None:
+    steps_per_loop = FLAGS.iterations_per_loop
+  try:
+    rates = tuple(float(r) for r in FLAGS.learning_rates)
+  except ValueError:
+    raise ValueError(f"--learning_rates={','.join(FLAGS.learning_rates)}: give numbers, e.g. "
+                     "5e-5,4e-5,3e-5,2e-5") from None
+  ft = finetuning.FinetuningConfig(
+      output_dir=FLAGS.output_dir,
+      bert_config=finetuning.bert_config_for(FLAGS.bert_config_file, FLAGS.init_checkpoint),
+      init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+      learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
+      warmup_proportion=FLAGS.warmup_proportion, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      steps_per_loop=steps_per_loop, log_steps=FLAGS.log_steps, distribution_strategy=strategy,
+      num_gpus=FLAGS.num_gpus, tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
+      optimizer=FLAGS.optimizer, dtype=FLAGS.dtype, jit_compile=FLAGS.jit_compile,
+      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, seed=FLAGS.seed)
+  return glue_finetuning.ClassifierConfig(
+      task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft,
+      do_lower_case=FLAGS.do_lower_case, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
+      do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir,
+      dynamic_padding=FLAGS.dynamic_padding, max_train_examples=FLAGS.max_train_examples,
+      learning_rates=rates, num_restarts=FLAGS.num_restarts, export_dir=FLAGS.export_dir,
+      model_name=FLAGS.model_name)
+
+
+def main(argv):
+  del argv
+  config = _config()
+  config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
+  from bert_tf.tasks import glue_finetuning
+
+  logging.set_verbosity(logging.INFO)
+  summary = glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line))
+  if summary.get("interrupted"):
+    sys.exit(143)
+  shown = {k: v for k, v in summary.items() if k not in ("train_history",)}
+  print(json.dumps(shown, indent=2, default=str))
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,176 @@
+"""bert_tf.tasks.glue_finetuning and scripts/run_classifier.py: fine-tune a tiny encoder on GLUE-format fixtures,
+evaluate, predict in the submission format, reuse features, select among learning rates, reload for eval."""
+
+import csv
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+import training_helpers as th
+from bert_tf.config import BertConfig
+from bert_tf.tasks import glue_finetuning as gf
+from bert_tf.training import finetuning
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "big", "small", "red", ",", "."]
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+
+
+def _sentence(rng, n):
+  return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def write_mrpc(directory, sizes=(37, 11, 7), seed=0):
+  """MRPC in the GLUE download's format (BOM, header, 5 columns); label 1 iff sentence 2 mentions a dog."""
+  rng = random.Random(seed)
+  os.makedirs(directory, exist_ok=True)
+  for split, n in zip(("train", "dev", "test"), sizes):
+    head = "Quality" if split != "test" else "index"
+    lines = [f"\ufeff{head}\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+    for i in range(n):
+      b = _sentence(rng, rng.randint(1, 9))
+      first = str(int("dog" in b.split())) if split != "test" else str(i)
+      lines.append(f"{first}\t{1000 + i}\t{2000 + i}\t{_sentence(rng, rng.randint(1, 12))}\t{b}")
+    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+  return str(directory)
+
+
+def write_stsb(directory, sizes=(19, 9, 5), seed=1):
+  rng = random.Random(seed)
+  os.makedirs(directory, exist_ok=True)
+  for split, n in zip(("train", "dev", "test"), sizes):
+    cols = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2"]
+    lines = ["\t".join(cols + (["score"] if split != "test" else []))]
+    for i in range(n):
+      row = [str(i), "main-captions", "MSRvid", "2012test", str(i), "none", "none", _sentence(rng, 5),
+             _sentence(rng, 4)] + ([f"{rng.uniform(0, 5):.3f}"] if split != "test" else [])
+      lines.append("\t".join(row))
+    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+  return str(directory)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """A tiny random encoder in the pretraining hand-off layout, and its vocabulary."""
+  from bert_tf.model.encoder import BertEncoder
+  from bert_tf.training import handoff
+
+  directory = tmp_path_factory.mktemp("pretrained")
+  vocab = directory / "vocab.txt"
+  vocab.write_text("\n".join(TOKENS) + "\n")
+  config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
+                                  intermediate_size=37, num_hidden_layers=1, max_position_embeddings=40)
+  handoff.export_encoder(BertEncoder(config), config, str(directory))
+  return str(directory), str(vocab), config
+
+
+def _config(tmp_path, pretrained, data_dir, task="MRPC", **kwargs):
+  directory, vocab, bert_config = pretrained
+  ft_fields = dict(output_dir=str(tmp_path / "out"), bert_config=bert_config, init_checkpoint=directory,
+                   train_batch_size=8, eval_batch_size=3, predict_batch_size=3, learning_rate=3e-3,
+                   num_train_epochs=4, distribution_strategy="one_device", log_steps=3, steps_per_loop=3, seed=7)
+  ft_fields.update({k: kwargs.pop(k) for k in list(kwargs) if k in finetuning.FinetuningConfig.__dataclass_fields__})
+  ft = finetuning.FinetuningConfig(**ft_fields)
+  return gf.ClassifierConfig(task_name=task, data_dir=data_dir, vocab_file=vocab, finetuning=ft,
+                             max_seq_length=21, features_dir=str(tmp_path / "features"), **kwargs)
+
+
+def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC")
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
+  said = []
+  summary = gf.run_classifier(config, say=said.append)
+  out = tmp_path / "out"
+  assert summary["train_steps"] == int(37 / 8 * 4) == 18
+  history = summary["train_history"]
+  assert history[-1]["loss"] < history[0]["loss"]
+  results = json.loads((out / "eval_results.json").read_text())
+  assert set(results) >= {"accuracy", "f1", "eval_examples", "train_examples_per_second"}
+  assert results["eval_examples"] == 11 and 0 <= results["accuracy"] <= 1
+  text = (out / "eval_results.txt").read_text()
+  assert f"accuracy = {results['accuracy']}" in text
+  with open(out / "MRPC.tsv") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+  assert rows[0] == ["index", "prediction"] and [r[0] for r in rows[1:]] == [str(i) for i in range(7)]
+  assert {r[1] for r in rows[1:]} <= {"0", "1"}
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  assert probabilities.shape == (7, 2)
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)
+  assert (out / "classifier" / "classifier.json").exists()
+  assert any("wrote" in line and "train-" in line for line in said)
+
+  # Evaluating the saved classifier alone reproduces the metrics; features are reused, not rewritten.
+  said.clear()
+  eval_only = _config(tmp_path, pretrained, data, do_eval=True, init_checkpoint=str(out / "classifier"),
+                      output_dir=str(tmp_path / "eval_only"))
+  again = gf.run_classifier(eval_only, say=said.append)
+  assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
+  assert again["eval"]["dev"]["f1"] == results["f1"]
+  assert any("reusing" in line for line in said) and not any("wrote" in line for line in said)
+
+
+def test_regression_task_trains_and_writes_scores(tmp_path, pretrained):
+  data = write_stsb(tmp_path / "STS-B")
+  config = _config(tmp_path, pretrained, data, task="STS-B", do_train=True, do_eval=True, do_predict=True,
+                   num_train_epochs=1)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  assert set(summary["eval"]["dev"]) >= {"pearson", "spearman"}
+  with open(tmp_path / "out" / "STS-B.tsv") as f:
+    rows = list(csv.reader(f, delimiter="\t"))[1:]
+  assert len(rows) == 5 and all(0 <= float(r[1]) <= 5 for r in rows)
+
+
+def test_selection_protocol_keeps_the_best_run_on_dev(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(17, 9, 3))
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, learning_rates=(1e-3, 1e-4),
+                   num_restarts=2, num_train_epochs=1)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  selection = json.loads((tmp_path / "out" / "selection.json").read_text())
+  runs = selection["runs"]
+  assert [(r["learning_rate"], r["seed"]) for r in runs] == [(1e-3, 7), (1e-3, 8), (1e-4, 7), (1e-4, 8)]
+  best = max(runs, key=lambda r: r["score"])
+  assert selection["best"]["score"] == best["score"] == summary["score"]
+  for r in runs:
+    assert r["score"] == pytest.approx((r["eval"]["dev"]["accuracy"] + r["eval"]["dev"]["f1"]) / 2)
+    assert os.path.exists(os.path.join(r["output_dir"], "eval_results.json"))
+  top = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert top["accuracy"] == best["eval"]["dev"]["accuracy"]
+
+
+def test_flags_are_checked_before_any_work(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC")
+  with pytest.raises(ValueError, match="nothing to do"):
+    _config(tmp_path, pretrained, data).validate()
+  with pytest.raises(ValueError, match="--task_name"):
+    _config(tmp_path, pretrained, data, task="MRCP", do_train=True).validate()
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    c = _config(tmp_path, pretrained, data, do_train=True)
+    c.max_seq_length = 41
+    c.validate()
+  with pytest.raises(ValueError, match="select on dev"):
+    _config(tmp_path, pretrained, data, do_train=True, learning_rates=(1e-3, 2e-3)).validate()
+  with pytest.raises(ValueError, match="classifier"):
+    gf.run_classifier(_config(tmp_path, pretrained, data, do_eval=True), say=lambda line: None)
+  with pytest.raises(ValueError, match="--warmup_proportion"):
+    _config(tmp_path, pretrained, data, do_train=True, warmup_proportion=1.5).validate()
+
+
+def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
+  directory, vocab, _ = pretrained
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 3))
+  common = ["scripts/run_classifier.py", "--task_name=mrpc", f"--data_dir={data}", f"--vocab_file={vocab}",
+            f"--init_checkpoint={directory}", "--max_seq_length=21", "--train_batch_size=4",
+            "--distribution_strategy=one_device", f"--features_dir={tmp_path / 'features'}"]
+  done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1",
+                                 f"--output_dir={tmp_path / 'out'}"])
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert json.loads((tmp_path / "out" / "eval_results.json").read_text())["eval_examples"] == 5
+  assert "MRPC dev: accuracy" in done.stderr
+  bad = th.run_python(common + ["--do_train", f"--output_dir={tmp_path / 'bad'}", "--data_dir=/nonexistent"])
+  assert bad.returncode == 1
+  assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr
+  assert not os.path.exists(tmp_path / "bad" / "eval_results.json")
