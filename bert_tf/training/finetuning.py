@@ -109,7 +109,10 @@ def init_encoder(encoder, path: str) -> str:
   try:
     prefix = handoff.resolve_checkpoint(path)
   except FileNotFoundError:
-    prefix = None
+    try:  # A google-research model directory: bert_model.ckpt.* without a `checkpoint` state file.
+      prefix = convert.find_tf1_checkpoint(path)
+    except FileNotFoundError:
+      prefix = None
   if prefix is not None:
     names = [name for name, _ in tf.train.list_variables(prefix)]
     if any(n.startswith("bert/") for n in names):

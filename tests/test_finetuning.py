@@ -1,0 +1,117 @@
+"""bert_tf.training.finetuning: the encoder from every checkpoint form, prediction under strategies, step arithmetic."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import assets
+import training_helpers as th
+from bert_tf.config import BertConfig
+from bert_tf.model import convert
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.training import finetuning, handoff
+
+
+def _weights_equal(a, b):
+  assert len(a.weights) == len(b.weights)
+  for x, y in zip(a.weights, b.weights):
+    np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+def test_init_encoder_reads_ours_google_research_and_hugging_face(tmp_path):
+  config = th.tiny_bert_config()
+  source = BertEncoder(config)
+  handoff.export_encoder(source, config, str(tmp_path / "pretrain"))
+  tf1_prefix = convert.save_tf1(convert.Converted(config, source), str(tmp_path / "tf1"))
+  for path, kind in ((str(tmp_path / "pretrain"), "encoder_checkpoint"),
+                     (str(tmp_path / "pretrain" / "encoder_savedmodel"), "variables"),
+                     (tf1_prefix, "google-research"), (str(tmp_path / "tf1"), "google-research")):
+    target = BertEncoder(config)
+    assert kind in finetuning.init_encoder(target, path)
+    _weights_equal(target, source)
+
+  # A Hugging Face directory, converted in memory: the same weights as the converter's.
+  hf_dir = os.path.dirname(assets.minilm_file("model/config.json"))
+  assets.minilm_file("model/model.safetensors")
+  expected = convert.load_hf(hf_dir).encoder
+  target = BertEncoder(expected.config)
+  assert "Hugging Face" in finetuning.init_encoder(target, hf_dir)
+  _weights_equal(target, expected)
+  assert finetuning.bert_config_for(None, hf_dir) == expected.config
+
+  with pytest.raises(FileNotFoundError, match="--init_checkpoint"):
+    finetuning.init_encoder(BertEncoder(config), str(tmp_path / "nothing"))
+  with pytest.raises(ValueError, match="does not match"):
+    finetuning.init_encoder(BertEncoder(th.tiny_bert_config().__class__.from_preset("tiny", vocab_size=50)),
+                            str(tmp_path / "pretrain"))
+
+
+def test_bert_config_for_prefers_the_flag_then_the_file_beside_the_checkpoint(tmp_path):
+  config = th.tiny_bert_config()
+  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
+  assert finetuning.bert_config_for(None, str(tmp_path / "pretrain" / "encoder_checkpoint")) == config
+  other = tmp_path / "other.json"
+  BertConfig.from_preset("mini").to_json_file(str(other))
+  assert finetuning.bert_config_for(str(other), str(tmp_path / "pretrain")).hidden_size == 256
+  with pytest.raises(ValueError, match="--bert_config_file is required"):
+    finetuning.bert_config_for(None, None)
+
+
+def test_train_steps_follow_google_research_and_validation_names_flags():
+  config = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), train_batch_size=32,
+                                       num_train_epochs=3, warmup_proportion=0.1)
+  assert config.train_steps(3668) == (343, 34)  # int(3668 / 32 * 3), int(343 * 0.1): MRPC
+  assert config.train_steps(5) == (1, 0)
+  for field, value, flag in (("learning_rate", 0.0, "--learning_rate"), ("num_train_epochs", 0, "--num_train_epochs"),
+                             ("dtype", "float64", "--dtype"), ("eval_batch_size", 0, "--eval_batch_size"),
+                             ("distribution_strategy", "gpu", "--distribution_strategy")):
+    bad = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), **{field: value})
+    with pytest.raises(ValueError, match=flag):
+      bad.validate()
+
+
+_PREDICT = """
+import json, sys
+import numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import training_helpers as th
+from bert_tf.tasks import classification
+from bert_tf.training import distribute, finetuning
+rng = np.random.default_rng(0)
+n, t = 11, 9
+mask = (np.arange(t)[None] < rng.integers(2, t + 1, [n, 1])).astype(np.int32)
+features = {"input_ids": rng.integers(5, th.VOCAB, [n, t]).astype(np.int32) * mask, "input_mask": mask,
+            "segment_ids": np.zeros([n, t], np.int32), "is_real_example": np.ones([n], np.int32)}
+out = {}
+for name in ("one_device", "mirrored"):
+  strategy = distribute.get_strategy(name)
+  with strategy.scope():
+    tf.keras.utils.set_random_seed(3)
+    model = classification.BertClassifier(th.tiny_bert_config(), 3)
+    model(features)
+  batch = finetuning.eval_batch_size_for(3, strategy)
+  def pad(b):
+    k = batch - tf.shape(b["input_ids"])[0]
+    return {key: tf.pad(v, [[0, k]] + [[0, 0]] * (v.shape.rank - 1)) for key, v in b.items()}
+  dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch).map(pad)
+  out[name] = {"replicas": strategy.num_replicas_in_sync, "batch": batch,
+               "outputs": finetuning.predict(model, dataset, strategy).tolist(),
+               "direct": model(features).numpy().tolist()}
+json.dump(out, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.slow
+def test_prediction_on_two_replicas_keeps_order_and_drops_padding(tmp_path):
+  result = th.run_python(["-c", _PREDICT, str(tmp_path / "out.json")])
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads((tmp_path / "out.json").read_text())
+  assert (out["one_device"]["replicas"], out["mirrored"]["replicas"]) == (1, 2)
+  assert out["mirrored"]["batch"] == 4  # 3 rounded up to a multiple of 2 replicas
+  for name in ("one_device", "mirrored"):
+    np.testing.assert_allclose(out[name]["outputs"], out[name]["direct"], atol=1e-5)
+    assert np.asarray(out[name]["outputs"]).shape == (11, 3)
