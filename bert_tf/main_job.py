@@ -5,7 +5,11 @@ Stages (each prints its progress):
   2. learn an uncased WordPiece vocabulary from it;
   3. create pretraining records in `tfrecords/` with parallel workers, and show a few decoded instances;
   4. pretrain the tiny encoder (L2/H128) on them for a few minutes, MLM and NSP accuracy shown as they rise,
-     and write the encoder for fine-tuning (a TF checkpoint and a SavedModel).
+     and write the encoder for fine-tuning (a TF checkpoint and a SavedModel);
+  5. fine-tune it on a small real classification task made from the corpus - which of four documents a
+     sentence comes from - and report accuracy on held-out sentences;
+  6. export the classifier as a SavedModel for TensorFlow Serving (raw text in, label out) and predict with it in
+     a fresh process that loads only TensorFlow and tensorflow-text.
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ class MainJobConfig:
   pretrain_learning_rate: float = 1e-3
   pretrain_warmup_steps: int = 60
   pretrain_log_steps: int = 50
+  # Fine-tuning on the document task (792 train / 198 held-out sentences, 4 classes).
+  finetune_epochs: float = 5.0
+  finetune_batch_size: int = 32
+  finetune_learning_rate: float = 2e-4
+  finetune_max_seq_length: int = 64
+  finetune_log_steps: int = 25
+  model_name: str = "documents"
 
 
 def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Callable[[str], None]) -> dict:
@@ -61,6 +72,81 @@ def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Call
               history=[{k: round(float(v), 4) for k, v in h.items()} for h in result.history])
 
 
+def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: Callable[[str], None]) -> dict:
+  import numpy as np
+
+  from bert_tf.config import BertConfig
+  from bert_tf.data import corpus
+  from bert_tf.data.tokenization import FullTokenizer
+  from bert_tf.tasks import classification, metrics
+  from bert_tf.training import finetuning
+
+  train, dev = corpus.document_classification_split()
+  labels = corpus.DOCUMENT_TASK_TOPICS
+  label_ids = {label: i for i, label in enumerate(labels)}
+  say(f"task: which document a sentence comes from, {labels}; {len(train)} train and {len(dev)} held-out "
+      "sentences (every fifth sentence of each document)")
+  tokenizer = FullTokenizer(vocab_file, do_lower_case=True)
+  seq = config.finetune_max_seq_length
+  files = {}
+  for split, pairs in (("train", train), ("dev", dev)):
+    path = os.path.join(config.records_dir, "documents", f"{split}.tfrecord")
+    files[split] = classification.write_feature_file(
+        ((text, None, label_ids[topic]) for text, topic in pairs), tokenizer, seq, path, is_regression=False,
+        is_pair=False)
+    say(f"{path}: {files[split].num_examples} examples, {files[split].num_truncated} truncated to {seq} tokens")
+
+  output_dir = os.path.join(config.work_dir, "finetuning")
+  bert_config = BertConfig.from_json_file(os.path.join(pretrained_dir, "bert_config.json"))
+  ft = finetuning.FinetuningConfig(
+      output_dir=output_dir, bert_config=bert_config, init_checkpoint=pretrained_dir,
+      train_batch_size=config.finetune_batch_size, learning_rate=config.finetune_learning_rate,
+      num_train_epochs=config.finetune_epochs, steps_per_loop=config.finetune_log_steps,
+      log_steps=config.finetune_log_steps, distribution_strategy="one_device", seed=config.random_seed)
+  task = classification.ClassificationTask(bert_config, len(labels), files["train"].path, seq, seed=ft.seed)
+  strategy = ft.strategy()
+  run, result = finetuning.train(task, ft, files["train"].num_examples, strategy)
+  dataset = classification.classifier_dataset(files["dev"].path, 32, seq, False, is_training=False,
+                                              pad_to_batch=True)
+  predictions, _ = classification.predictions_from_outputs(finetuning.predict(run.model, dataset, strategy), False)
+  truth = np.array([label_ids[topic] for _, topic in dev])
+  accuracy = metrics.accuracy(predictions, truth)
+  majority = float(np.bincount(truth).max() / len(truth))
+  first, last = result.history[0], result.history[-1]
+  say(f"train accuracy {first['accuracy']:.3f} at step {first['step']} -> {last['accuracy']:.3f} at step "
+      f"{last['step']}; held-out accuracy {accuracy:.3f} (majority class {majority:.3f})")
+  spec = classification.ClassifierSpec("documents", labels, False, seq, True)
+  classifier_dir = classification.save_classifier(run.model, spec, vocab_file, os.path.join(output_dir, "classifier"))
+  return dict(output_dir=output_dir, classifier_dir=classifier_dir, steps=result.step, dev_accuracy=accuracy,
+              majority_baseline=majority, train_examples=len(train), dev_examples=len(dev),
+              history=[{k: round(float(v), 4) for k, v in h.items()} for h in result.history],
+              sample=[text for text, _ in dev[:3]])
+
+
+def _export_and_predict(config: MainJobConfig, classifier_dir: str, sample: list[str],
+                        say: Callable[[str], None]) -> dict:
+  import subprocess
+  import sys
+
+  from bert_tf.export import serving
+
+  export_dir = os.path.join(config.work_dir, "export")
+  saved_model = serving.export_from_directory(classifier_dir, export_dir, config.model_name,
+                                              warmup_texts=[(text, None) for text in sample])
+  say(f"SavedModel for TensorFlow Serving: {saved_model} (signatures serving_default: raw text; encoded: ids)")
+  script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "predict.py")
+  command = [sys.executable, script, f"--saved_model_dir={saved_model}"] + [f"--sentence1={text}" for text in
+                                                                             sample[:1]]
+  say("fresh process: " + " ".join(command[1:2] + [c if len(c) < 80 else c[:77] + '..."' for c in command[2:]]))
+  done = subprocess.run(command, capture_output=True, text=True, check=False)
+  if done.returncode != 0:
+    raise RuntimeError(f"prediction from the SavedModel failed:\n{done.stderr[-2000:]}")
+  lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+  for line in lines:
+    say(f"  {line}")
+  return dict(saved_model=saved_model, predictions=[json.loads(line) for line in lines])
+
+
 def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = print) -> dict:
   """Runs every stage; returns a summary dict (also written to `<work_dir>/summary.json`)."""
   from bert_tf import fileio
@@ -72,14 +158,14 @@ def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = pr
   def stage(title: str) -> None:
     say(f"\n== [{time.time() - started:6.1f} s] {title}")
 
-  stage("1/4 embedded corpus (pydoc_data.topics) -> one sentence a line, blank line between documents")
+  stage("1/6 embedded corpus (pydoc_data.topics) -> one sentence a line, blank line between documents")
   corpus_file = corpus.write_default_corpus(os.path.join(config.work_dir, "corpus.txt"))
   lines = [line for _, line in text_io.iter_lines(corpus_file)]
   words = sum(len(line.split()) for line in lines)
   say(f"{corpus_file}: {sum(1 for l in lines if l)} sentences, {words:,} words")
   summary["corpus"] = dict(file=corpus_file, words=words)
 
-  stage(f"2/4 learning an uncased WordPiece vocabulary of about {config.vocab_size} tokens")
+  stage(f"2/6 learning an uncased WordPiece vocabulary of about {config.vocab_size} tokens")
   vocab_file = os.path.join(config.work_dir, "vocab.txt")
   tokens = vocab_learning.learn_wordpiece_vocab((l for l in lines if l), config.vocab_size, do_lower_case=True)
   tokenization.save_vocab(tokens, vocab_file)
@@ -88,7 +174,7 @@ def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = pr
   say(f"{vocab_file}: {len(tokens)} tokens; [UNK] rate on the corpus {100 * unk:.3f}%")
   summary["vocab"] = dict(file=vocab_file, size=len(tokens), unk_rate=unk)
 
-  stage(f"3/4 pretraining records: {config.num_shards} shards on {config.num_workers} workers, "
+  stage(f"3/6 pretraining records: {config.num_shards} shards on {config.num_workers} workers, "
         f"dupe_factor {config.dupe_factor}")
   outputs = tuple(os.path.join(config.records_dir, f"pretrain-{k:02d}-of-{config.num_output_files:02d}.tfrecord")
                   for k in range(config.num_output_files))
@@ -113,9 +199,17 @@ def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = pr
     say(f"--- instance {k} of {outputs[0]}")
     say(describe.decode_instance(example, inv_vocab))
 
-  stage(f"4/4 pretraining the tiny encoder for {config.pretrain_steps} steps (MLM + NSP, batch "
+  stage(f"4/6 pretraining the tiny encoder for {config.pretrain_steps} steps (MLM + NSP, batch "
         f"{config.pretrain_batch_size}, one device)")
   summary["pretraining"] = _pretrain(config, ",".join(outputs), len(tokens), say)
+
+  stage(f"5/6 fine-tuning the pretrained encoder to tell which document a sentence comes from "
+        f"({config.finetune_epochs:g} epochs, batch {config.finetune_batch_size})")
+  summary["finetuning"] = _finetune(config, vocab_file, summary["pretraining"]["output_dir"], say)
+
+  stage("6/6 export for TensorFlow Serving, and a prediction from the SavedModel in a fresh process")
+  summary["export"] = _export_and_predict(config, summary["finetuning"]["classifier_dir"],
+                                          summary["finetuning"]["sample"], say)
   summary["elapsed_seconds"] = round(time.time() - started, 1)
   fileio.write_text_atomic(os.path.join(config.work_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
   say(f"\nmain job done in {summary['elapsed_seconds']} s; summary in {config.work_dir}/summary.json")

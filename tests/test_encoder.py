@@ -262,3 +262,52 @@ def test_dropout16_statistics():
   assert abs(y.mean() - 1.0) < 0.015
   assert not np.array_equal(y, layer(x, training=True).numpy())  # A new mask each call.
   np.testing.assert_array_equal(Dropout16(0.0)(x, training=True), x)
+
+
+def test_training_skips_padded_rows_with_the_same_real_rows_and_gradients():
+  encoder = BertEncoder(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  randomize(encoder)
+  inputs = {k: tf.constant(v) for k, v in tiny_inputs().items()}
+  real = inputs["input_mask"].numpy().astype(bool)
+
+  def loss_and_grads(features):
+    with tf.GradientTape() as tape:
+      out = encoder(features, training=True)
+      # Only real rows enter the loss, as in every BERT loss (masked positions, [CLS]).
+      loss = tf.reduce_sum(out["pooled_output"]) + tf.reduce_sum(
+          tf.boolean_mask(out["sequence_output"], features["input_mask"] > 0) ** 2)
+    return out["sequence_output"], tape.gradient(loss, encoder.trainable_variables)
+
+  unpadded, grads = tf.function(loss_and_grads)(inputs)
+  padded, xla_grads = tf.function(loss_and_grads, jit_compile=True)(inputs)  # XLA keeps the padded rows
+  unpadded, padded = unpadded.numpy(), padded.numpy()
+  np.testing.assert_allclose(unpadded[real], padded[real], atol=1e-5)
+  np.testing.assert_array_equal(unpadded[~real], 0.0)
+  assert np.abs(padded[~real]).max() > 0.1  # the padded computation does give padded rows values
+  np.testing.assert_allclose(unpadded[real], encoder(inputs)["sequence_output"].numpy()[real], atol=1e-5)
+  for g, x in zip(grads, xla_grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(x).numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_pooled_output_alone_equals_the_full_encoders(policy):
+  encoder = BertEncoder(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), dtype=policy)
+  randomize(encoder)
+  inputs = {k: tf.constant(v) for k, v in tiny_inputs().items()}
+  full = encoder(inputs)["pooled_output"]
+  alone = encoder.pooled_output(inputs)
+  assert alone.dtype == full.dtype and alone.shape == (B, 12)
+  atol = 1e-6 if policy == "float32" else 2e-2
+  np.testing.assert_allclose(tf.cast(alone, tf.float32).numpy(), tf.cast(full, tf.float32).numpy(), atol=atol)
+  if policy != "float32":
+    return
+
+  def grads(fn):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.sin(fn()))
+    return tape.gradient(loss, encoder.trainable_variables)
+
+  for a, b in zip(grads(lambda: encoder.pooled_output(inputs, training=True)),
+                  grads(lambda: encoder(inputs, training=True)["pooled_output"])):
+    assert a is not None and b is not None
+    np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(), atol=1e-5)

@@ -174,3 +174,16 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   assert bad.returncode == 1
   assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr
   assert not os.path.exists(tmp_path / "bad" / "eval_results.json")
+
+
+@pytest.mark.parametrize("dtype,jit", [("mixed_bfloat16", False), ("float32", True)])
+def test_mixed_precision_and_xla_fine_tune_and_save_float32(tmp_path, pretrained, dtype, jit):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(16, 5, 3))
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, num_train_epochs=1, dtype=dtype,
+                   jit_compile=jit)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  assert summary["train_steps"] == 2 and np.isfinite(summary["train_history"][-1]["loss"])
+  from bert_tf.tasks import classification
+
+  model, spec, _ = classification.load_classifier(str(tmp_path / "out" / "classifier"))
+  assert model.dtype_policy.name == "float32" and spec.labels == ("0", "1")

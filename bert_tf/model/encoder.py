@@ -147,6 +147,18 @@ class BertEncoder(BertConfigModel, keras.Model):
     # Keras matches a dict to the inputs by position when it has other keys; pass exactly ours.
     return super().call(select_inputs(inputs, INPUT_NAMES, "BertEncoder"), training=training, mask=mask)
 
+  def pooled_output(self, inputs, training=None):
+    """`self(inputs)["pooled_output"]` [B, H] alone, cheaper: the last layer runs for the [CLS] position only
+    (see `TransformerBlock(first_token_only=True)`). What sentence classification needs."""
+    inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
+    words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
+    x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
+    x = self.embeddings_dropout(self.embeddings_layer_norm(x), training=training)
+    *layers, last = self.transformer_layers
+    for block in layers:
+      x = block(x, inputs["input_mask"], training=training)
+    return self.pooler(last(x, inputs["input_mask"], training=training, first_token_only=True))
+
   @property
   def transformer_layers(self) -> list[TransformerBlock]:
     return [getattr(self, f"layer_{i}") for i in range(self.config.num_hidden_layers)]

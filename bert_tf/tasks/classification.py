@@ -186,15 +186,16 @@ def feature_spec(max_seq_length: int, is_regression: bool) -> dict:
 
 def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regression: bool,
                        is_training: bool, input_context=None, seed: int = 12345, dynamic_padding: bool = True,
-                       pad_to_batch: bool = False):
+                       pad_to_batch: bool = False, length_multiple: int = 8):
   """Batches of classifier features from a feature file (local or gs://).
 
   Args:
     batch_size: examples per batch of this input pipeline (the per-replica batch under a strategy).
     is_training: repeat and reshuffle every epoch, full batches only; else one pass in file order.
     input_context: a `tf.distribute.InputContext`; each pipeline keeps 1 example in `num_input_pipelines`.
-    dynamic_padding: cut each batch to its longest example, rounded up to a multiple of 8 (padding computes
-      nothing useful, and GLUE sentences are mostly far shorter than T). Off for TPUs, which need static shapes.
+    dynamic_padding: cut each batch to its longest example, rounded up to a multiple of `length_multiple`
+      (padding computes nothing useful, and GLUE sentences are mostly far shorter than T; under XLA each
+      length is a compilation, hence the rounding). Off for TPUs, which need static shapes.
     pad_to_batch: (evaluation) append all-zero examples with is_real_example = 0 so every batch is full and
       shapes stay static; drop them from the predictions by is_real_example.
   Returns: dicts of input_ids, input_mask, segment_ids int32 [B, T'] (T' <= T), label_ids int32 [B] (float32
@@ -222,7 +223,7 @@ def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regre
   if dynamic_padding:
     def trim(batch):
       longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
-      length = tf.minimum((longest + 7) // 8 * 8, max_seq_length)
+      length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
       return {k: v[:, :length] if k in ("input_ids", "input_mask", "segment_ids") else v
               for k, v in batch.items()}
 
@@ -300,8 +301,9 @@ class BertClassifier(keras.Model):
                                          dtype=dtype, name="classifier")
 
   def call(self, inputs, training=None):
-    outputs = self.encoder(select_inputs(inputs, INPUT_NAMES, "BertClassifier"), training=training)
-    pooled = self.classifier_dropout(outputs["pooled_output"], training=training)
+    # Only the pooled output is needed: the encoder's last layer runs for [CLS] alone.
+    pooled = self.encoder.pooled_output(select_inputs(inputs, INPUT_NAMES, "BertClassifier"), training=training)
+    pooled = self.classifier_dropout(pooled, training=training)
     logits = self.classifier(pooled)  # [B, K]
     return logits[:, 0] if self.num_labels == 1 else logits
 
@@ -329,7 +331,7 @@ class ClassificationTask(trainer.Task):
   """
 
   def __init__(self, bert_config, num_labels: int, train_file: str, max_seq_length: int, seed: int = 12345,
-               dtype: str = "float32", dynamic_padding: bool = True):
+               dtype: str = "float32", dynamic_padding: bool = True, length_multiple: int = 8):
     self.bert_config = bert_config
     self.num_labels = num_labels
     self.is_regression = num_labels == 1
@@ -338,6 +340,7 @@ class ClassificationTask(trainer.Task):
     self.seed = seed
     self.dtype = dtype
     self.dynamic_padding = dynamic_padding
+    self.length_multiple = length_multiple
 
   def build_model(self):
     return BertClassifier(self.bert_config, self.num_labels, dtype=self.dtype)
@@ -345,7 +348,7 @@ class ClassificationTask(trainer.Task):
   def build_dataset(self, batch_size, input_context):
     return classifier_dataset(self.train_file, batch_size, self.max_seq_length, self.is_regression,
                               is_training=True, input_context=input_context, seed=self.seed,
-                              dynamic_padding=self.dynamic_padding)
+                              dynamic_padding=self.dynamic_padding, length_multiple=self.length_multiple)
 
   def normalizers(self, features):
     return {"examples": tf.reduce_sum(tf.cast(features["is_real_example"], tf.float32))}

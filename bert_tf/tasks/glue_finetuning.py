@@ -185,7 +185,8 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     info, _ = feature_file(config, task, "train", tokenizer, say)
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-        dynamic_padding=config.dynamic_padding and ft.distribution_strategy != "tpu")
+        dynamic_padding=config.dynamic_padding and ft.distribution_strategy != "tpu",
+        length_multiple=8 if ft.jit_compile else 1)
     start = time.perf_counter()
     run, result = finetuning.train(cls_task, ft, info.num_examples, strategy)
     seconds = time.perf_counter() - start

@@ -6,11 +6,14 @@ Written at the end of pretraining (or by `export_encoder`) under `<output_dir>/`
   encoder_checkpoint/encoder.{index,data-*}   tf.train.Checkpoint(encoder=BertEncoder), float32 weights
   encoder_savedmodel/                     a SavedModel: signature `serving_default` takes int32 [B, T]
                                           input_ids, input_mask, segment_ids and returns float32
-                                          sequence_output [B, T, H] and pooled_output [B, H];
-                                          its variables/ are again a checkpoint with an `encoder` child
+                                          sequence_output [B, T, H] and pooled_output [B, H]; TF
+                                          Serving and `saved_model_cli run` load it as it is. Its
+                                          variables/ hold `encoder_variables/<i>`, the encoder's
+                                          variables in order
 
-Every form - and a training checkpoint, whose root also holds the encoder under `encoder` - is a TensorFlow
-object-graph checkpoint with the encoder at `encoder`, so one loader reads them all. `load_encoder` (and
+The checkpoint forms (and a training checkpoint, whose root also holds the encoder under `encoder`) are
+TensorFlow object-graph checkpoints with the encoder at `encoder`; the SavedModel's variables are read by
+position. One loader reads them all. `load_encoder` (and
 `restore_encoder`, for a model that already has its encoder) is what fine-tuning calls with --init_checkpoint.
 """
 
@@ -31,16 +34,21 @@ _PREFIX = "encoder"
 
 
 class _EncoderExport(tf.Module):
-  """The SavedModel's root: the encoder and one float32 serving signature."""
+  """The SavedModel's root: the encoder's variables and one float32 serving signature."""
 
   def __init__(self, encoder):
     super().__init__()
-    self.encoder = encoder
+    # The tf.Variables themselves, in `encoder.variables` order, not the Keras model: saved through Keras 3's
+    # variable wrappers, the checkpoint holds copies that a Session-based loader (TF Serving, saved_model_cli
+    # run) restores while the graph reads variables it never initialises (keras-team/keras#20095; see
+    # bert_tf/export/serving.py). `restore_encoder` maps them back by position.
+    object.__setattr__(self, "_encoder", encoder)
+    self.encoder_variables = [v.value for v in encoder.variables]
 
   @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
                                  for name in ("input_ids", "input_mask", "segment_ids")}])
   def serve(self, inputs):
-    outputs = self.encoder(inputs, training=False)
+    outputs = self._encoder(inputs, training=False)
     return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
             "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
 
@@ -125,6 +133,8 @@ def restore_encoder(encoder, path: str) -> str:
   """
   prefix = resolve_checkpoint(path)
   names = [name for name, _ in tf.train.list_variables(prefix)]
+  if any(name.startswith(_SAVEDMODEL_VARIABLES + "/") for name in names):
+    return _restore_by_position(encoder, prefix, names)
   if not any(name.startswith(_PREFIX + "/") for name in names):
     hint = (" It looks like a google-research (TF1) checkpoint; convert it first with "
             "scripts/convert_checkpoint.py --input_format=tf1 --output_format=ours."
@@ -137,6 +147,27 @@ def restore_encoder(encoder, path: str) -> str:
   except (AssertionError, ValueError) as e:
     raise ValueError(f"{prefix}: does not match this encoder (is bert_config.json the same?): "
                      f"{str(e)[:500]}") from None
+  return prefix
+
+
+_SAVEDMODEL_VARIABLES = "encoder_variables"
+
+
+def _restore_by_position(encoder, prefix: str, names: list[str]) -> str:
+  """Loads an encoder SavedModel's `encoder_variables` (saved in `encoder.variables` order) into `encoder`."""
+  reader = tf.train.load_checkpoint(prefix)
+  count = len({n.split("/")[1] for n in names if n.startswith(_SAVEDMODEL_VARIABLES + "/")})
+  variables = encoder.variables
+  if count != len(variables):
+    raise ValueError(f"{prefix}: holds {count} encoder variables but this encoder has {len(variables)} "
+                     "(is bert_config.json the same?)")
+  values = [reader.get_tensor(f"{_SAVEDMODEL_VARIABLES}/{i}/.ATTRIBUTES/VARIABLE_VALUE") for i in range(count)]
+  for variable, value in zip(variables, values):
+    if tuple(variable.shape) != value.shape:
+      raise ValueError(f"{prefix}: does not match this encoder (is bert_config.json the same?): "
+                       f"{variable.path} has shape {tuple(variable.shape)}, the SavedModel {value.shape}")
+  for variable, value in zip(variables, values):
+    variable.assign(value)
   return prefix
 
 

@@ -1,0 +1,236 @@
+"""Client helpers for a classifier exported by `bert_tf.export.serving`: requests for TensorFlow Serving's REST
+and gRPC APIs, sending them, and running the SavedModel in this process instead.
+
+An instance is one example as a dict of the signature's inputs, e.g. {"sentence1": "...", "sentence2": "..."}
+(sentence2 only for pair tasks). Results are one dict per instance: {"probabilities": [K floats],
+"label_id": int, "label": str} for classification, {"score": float} for regression.
+
+TensorFlow is imported only inside the functions that need it (gRPC tensors, running locally): building and
+posting a REST request needs only the standard library, so a REST client starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Mapping, Sequence
+
+DEFAULT_SIGNATURE = "serving_default"
+REST_PORT = 8501  # TF Serving's defaults (--rest_api_port, --port), also what its Docker image publishes.
+GRPC_PORT = 8500
+
+
+class ServingError(RuntimeError):
+  """The server answered, with an error: unknown model or version, or a request the model rejects."""
+
+
+# -- Instances ------------------------------------------------------------------------------------------------
+
+
+def _clean(instances: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  """Instances without None values; all must name the same inputs."""
+  if not instances:
+    raise ValueError("no instances: give at least one example")
+  cleaned = [{k: v for k, v in instance.items() if v is not None} for instance in instances]
+  names = set(cleaned[0])
+  for i, instance in enumerate(cleaned):
+    if set(instance) != names:
+      raise ValueError(f"instance {i} has inputs {sorted(instance)} but instance 0 has {sorted(names)}; give "
+                       "every example the same inputs (sentence2 for all or for none)")
+  return cleaned
+
+
+def _columns(instances: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+  cleaned = _clean(instances)
+  return {name: [instance[name] for instance in cleaned] for name in cleaned[0]}
+
+
+def read_instances(path: str) -> list[dict[str, str]]:
+  """Examples from a file: JSON lines with "sentence1" (and "sentence2"), or TSV with one or two columns
+  (no header). JSON lines are recognised by a first non-blank line starting with "{"."""
+  with open(path, encoding="utf-8") as f:
+    lines = [line.rstrip("\n").rstrip("\r") for line in f]
+  numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+  if not numbered:
+    raise ValueError(f"--input_file={path}: holds no examples")
+  instances = []
+  if numbered[0][1].lstrip().startswith("{"):
+    for n, line in numbered:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{n}: not a JSON object ({e.msg}); give one object per line") from None
+      if not isinstance(record, dict) or not isinstance(record.get("sentence1"), str):
+        raise ValueError(f'{path}:{n}: needs a "sentence1" string (and optionally "sentence2")')
+      if not isinstance(record.get("sentence2", ""), str):
+        raise ValueError(f'{path}:{n}: "sentence2" must be a string')
+      instances.append({k: record[k] for k in ("sentence1", "sentence2") if k in record})
+  else:
+    for n, line in numbered:
+      fields = line.split("\t")
+      if len(fields) > 2:
+        raise ValueError(f"{path}:{n}: {len(fields)} tab-separated columns; give sentence1 and optionally "
+                         "sentence2 (two columns at most)")
+      instances.append(dict(zip(("sentence1", "sentence2"), fields)))
+  _clean(instances)
+  return instances
+
+
+# -- REST -----------------------------------------------------------------------------------------------------
+
+
+def rest_request(instances: Sequence[Mapping[str, Any]], signature_name: str = DEFAULT_SIGNATURE) -> dict:
+  """The JSON body of a REST predict request, in TF Serving's row format: {"signature_name": ...,
+  "instances": [{"sentence1": ..., "sentence2": ...}, ...]}."""
+  return {"signature_name": signature_name, "instances": _clean(instances)}
+
+
+def rest_url(server: str, model_name: str, version: int | None = None) -> str:
+  """`host[:port]` (or an http(s):// URL) -> http://host:port/v1/models/<name>[/versions/<v>]:predict; the port
+  defaults to 8501."""
+  if not server:
+    raise ValueError("no server: give host:port, e.g. localhost:8501")
+  parsed = urllib.parse.urlsplit(server if "://" in server else f"http://{server}")
+  if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    raise ValueError(f"server={server!r}: give host:port (e.g. localhost:8501) or an http(s):// URL")
+  netloc = parsed.netloc if parsed.port else f"{parsed.netloc}:{REST_PORT}"
+  path = f"/v1/models/{urllib.parse.quote(model_name, safe='')}"
+  if version is not None:
+    path += f"/versions/{int(version)}"
+  return f"{parsed.scheme}://{netloc}{parsed.path.rstrip('/')}{path}:predict"
+
+
+def post_rest(url: str, body: Mapping[str, Any], timeout: float = 30.0) -> dict:
+  """POSTs `body` as JSON to `url` and returns the decoded JSON answer.
+
+  Raises ConnectionError when nothing answers at `url` (within `timeout` seconds), ServingError when the server
+  answers with an error (its message included).
+  """
+  request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
+                                   headers={"Content-Type": "application/json"})
+  try:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+      return json.loads(response.read().decode("utf-8"))
+  except urllib.error.HTTPError as e:
+    text = e.read().decode("utf-8", errors="replace")
+    try:
+      message = json.loads(text).get("error", text)
+    except (json.JSONDecodeError, AttributeError):
+      message = text
+    raise ServingError(f"{url}: HTTP {e.code}: {str(message).strip()[:2000]}") from None
+  except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as e:
+    reason = getattr(e, "reason", e)
+    raise ConnectionError(f"cannot reach TensorFlow Serving at {url} ({reason}); is the server running, and is "
+                          f"its REST port (default {REST_PORT}) published?") from None
+
+
+def rows_from_rest(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+  """A REST predict answer -> one dict per instance. TF Serving answers a one-output signature with bare
+  values; the only such signature exported here is regression's, whose output is `score`."""
+  if "predictions" not in response:
+    raise ServingError(f"unexpected answer (no 'predictions'): {json.dumps(response)[:500]}")
+  return [row if isinstance(row, dict) else {"score": row} for row in response["predictions"]]
+
+
+# -- gRPC -----------------------------------------------------------------------------------------------------
+
+
+def grpc_request(model_name: str, texts: Sequence[Mapping[str, Any]], signature_name: str = DEFAULT_SIGNATURE,
+                 version: int | None = None):
+  """A `predict_pb2.PredictRequest` for `texts`, instances as for `rest_request`: each input becomes one
+  tensor over the batch, tf.string [B] for text (int32 [B, L] for the `encoded` signature's ids)."""
+  import tensorflow as tf
+  from tensorflow_serving.apis import predict_pb2
+
+  request = predict_pb2.PredictRequest()
+  request.model_spec.name = model_name
+  request.model_spec.signature_name = signature_name
+  if version is not None:
+    request.model_spec.version.value = int(version)
+  for name, values in _columns(texts).items():
+    dtype = tf.string if isinstance(values[0], (str, bytes)) else tf.int32
+    request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtype))
+  return request
+
+
+def send_grpc(target: str, request, timeout: float = 30.0):
+  """Sends a PredictRequest to `host:port` (TF Serving's gRPC port, default 8500); returns the PredictResponse.
+
+  Raises ConnectionError when nothing answers (within `timeout` seconds), ServingError for an error answer.
+  """
+  import grpc
+  from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+  with grpc.insecure_channel(target) as channel:
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    try:
+      return stub.Predict(request, timeout=timeout)
+    except grpc.RpcError as e:
+      code = e.code()
+      if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        raise ConnectionError(f"cannot reach TensorFlow Serving at {target} ({code.name}: {e.details()}); is the "
+                              f"server running, and is its gRPC port (default {GRPC_PORT}) published?") from None
+      raise ServingError(f"{target}: {code.name}: {e.details()}") from None
+
+
+def rows_from_grpc(response) -> list[dict[str, Any]]:
+  """A PredictResponse -> one dict per instance."""
+  import tensorflow as tf
+
+  return _rows({name: tf.make_ndarray(proto) for name, proto in response.outputs.items()})
+
+
+# -- Local ----------------------------------------------------------------------------------------------------
+
+
+def _python(value):
+  if hasattr(value, "tolist"):  # numpy arrays and scalars
+    value = value.tolist()
+  if isinstance(value, bytes):
+    return value.decode("utf-8", errors="replace")
+  if isinstance(value, list):
+    return [_python(v) for v in value]
+  return value
+
+
+def _rows(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+  """Batched outputs {name: array [B, ...]} -> B dicts of Python values (strings decoded)."""
+  batch = {len(values) for values in outputs.values()}
+  if len(batch) != 1:
+    raise ServingError(f"outputs of different batch sizes: { {k: len(v) for k, v in outputs.items()} }")
+  return [{name: _python(values[i]) for name, values in sorted(outputs.items())} for i in range(batch.pop())]
+
+
+def resolve_saved_model_dir(path: str) -> str:
+  """A version folder (holding saved_model.pb) as is; a model folder `<export_dir>/<name>` -> its highest
+  numeric version, the one TF Serving would serve."""
+  if os.path.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  versions = [int(n) for n in os.listdir(path) if n.isdigit()] if os.path.isdir(path) else []
+  if not versions:
+    raise FileNotFoundError(f"--saved_model_dir={path}: holds no saved_model.pb and no numeric version folders; "
+                            "give <export_dir>/<model_name> or one of its versions")
+  return os.path.join(path, str(max(versions)))
+
+
+def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
+              signature_name: str = DEFAULT_SIGNATURE) -> list[dict[str, Any]]:
+  """Runs a signature of the SavedModel in this process; one dict per instance, as a server would answer."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  Registers the tokenizer's ops, which the SavedModel's graph uses.
+
+  loaded = tf.saved_model.load(resolve_saved_model_dir(saved_model_dir))
+  if signature_name not in loaded.signatures:
+    raise ValueError(f"{saved_model_dir}: no signature {signature_name!r}; it has {sorted(loaded.signatures)}")
+  function = loaded.signatures[signature_name]
+  specs = function.structured_input_signature[1]
+  columns = _columns(instances)
+  if set(columns) != set(specs):
+    raise ValueError(f"the model's {signature_name!r} takes inputs {sorted(specs)}, the examples give "
+                     f"{sorted(columns)}" + (" (a pair task: give sentence2 too)" if "sentence2" in specs else ""))
+  outputs = function(**{name: tf.constant(values, specs[name].dtype) for name, values in columns.items()})
+  return _rows({name: value.numpy() for name, value in outputs.items()})

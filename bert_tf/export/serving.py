@@ -1,0 +1,381 @@
+"""Exports a fine-tuned classifier as a SavedModel for TensorFlow Serving: raw text in, labels out.
+
+The tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records the model
+was trained on), so a client sends sentences, not ids, and cannot get the vocabulary, lower-casing or
+truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
+
+  <export_dir>/<model_name>/<version>/
+    saved_model.pb, variables/             signatures `serving_default` (text) and `encoded` (ids)
+    assets.extra/tf_serving_warmup_requests   PredictionLog records TF Serving replays at load time
+    assets.extra/bert_tf_manifest.json        task, labels, signatures, versions, custom ops, serving image
+    assets.extra/vocab.txt                    for clients of `encoded` that tokenize themselves
+
+A version is written under a hidden temporary name (`.<version>.tmp-*`, which Serving ignores: it loads
+numeric names only) and renamed into place, so Serving never loads half a model. Object stores (gs://) have
+no directory rename; there it is written in place.
+
+Signatures (B: batch, T: max_seq_length of the spec, K: labels):
+
+  serving_default  sentence1 tf.string [B] (and sentence2 tf.string [B] for pair tasks)
+  encoded          input_ids, input_mask, segment_ids int32 [B, L], L <= max_position_embeddings
+  outputs          probabilities float32 [B, K], label_id int32 [B], label tf.string [B]  (classification)
+                   score float32 [B]                                                      (regression)
+
+Bad requests become InvalidArgument errors (TF Serving answers HTTP 400 / gRPC INVALID_ARGUMENT), never a
+crash: the signatures reject missing inputs and wrong dtypes, in-graph asserts reject mismatched batch sizes,
+out-of-range ids and over-long sequences (on GPUs an out-of-range gather returns zeros silently, so the
+checks are not redundant). Empty text encodes as [CLS] [SEP]; long text is truncated to T.
+
+saved_model_cli (TensorFlow 2.20) has no option to load op libraries. `show --dir <version> --all` works (it
+reads the protos; its list of concrete functions says N/A because of the custom ops). `run` fails for both
+signatures with "Op type not registered 'RegexSplitWithOffsets'", since importing the graph needs every op of
+the function library, `encoded`'s included. It runs both when tensorflow_text is imported first:
+
+  python -c "$SAVED_MODEL_CLI_WITH_TF_TEXT" run --dir <version> --tag_set serve \
+      --signature_def serving_default --input_exprs 'sentence1=["a b"];sentence2=["c"]'
+
+with SAVED_MODEL_CLI_WITH_TF_TEXT below (tests/test_serving.py runs exactly this).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.data.graph_tokenizer import GraphTokenizer
+from bert_tf.export import requests as serving_requests
+from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.classification import BertClassifier, ClassifierSpec, encode_graph, load_classifier
+
+SERVING_SIGNATURE = "serving_default"
+ENCODED_SIGNATURE = "encoded"
+ASSETS_EXTRA = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"  # The name and place TF Serving looks for.
+MANIFEST_FILE = "bert_tf_manifest.json"
+VOCAB_FILE = "vocab.txt"
+TEXT_INPUTS = ("sentence1", "sentence2")
+# Used when the caller gives no warmup texts: generic English, enough to run every op once.
+DEFAULT_WARMUP_TEXTS: tuple[tuple[str, str], ...] = (
+    ("The quick brown fox jumps over the lazy dog.", "A dog sleeps in the sun."),
+    ("Is this sentence a question?", "No, it is not."),
+)
+MAX_WARMUP_RECORDS = 1000  # TF Serving's limit.
+# `python -c` code that is saved_model_cli with tensorflow-text's ops registered; arguments follow the code.
+SAVED_MODEL_CLI_WITH_TF_TEXT = ("import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+                                "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()")
+
+
+class _ClassifierServer(tf.Module):
+  """The SavedModel's root: a float32 classifier, its tokenizer and the serving functions.
+
+  Also saved (not a signature, so TF Serving does not expose it): `encode_text`, the text signature's inputs
+  -> int32 [B, T] input_ids, input_mask, segment_ids, for debugging what the model sees.
+  """
+
+  def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str):
+    super().__init__(name="bert_classifier_server")
+    # A Keras 3 variable wraps a tf.Variable, and saving it through the Keras model writes two variables: the
+    # one the functions read, and a copy that only the object graph restores. TF Serving restores with the
+    # checkpoint's restore op in a Session, which leaves the first one uninitialized ("Could not find
+    # variable ..." at the first request; keras-team/keras#20095). So the module tracks the tf.Variables
+    # themselves and keeps the model out of the object graph (object.__setattr__ skips tracking).
+    object.__setattr__(self, "_model", model)
+    self.model_variables = [variable.value for variable in model.variables]
+    self.spec = spec
+    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=spec.do_lower_case)
+    self._max_seq_length = spec.max_seq_length
+    # A one-entry placeholder for regression keeps the attribute's type fixed; it is never read there.
+    self._labels = tf.constant(list(spec.labels) or [""], tf.string)
+    text_specs = [tf.TensorSpec([None], tf.string, name=name) for name in TEXT_INPUTS[:1 + spec.is_pair]]
+    text_fn = self._serve_pair if spec.is_pair else self._serve_single
+    encode_fn = self._encode_pair if spec.is_pair else self._encode_single
+    self.serve_text = tf.function(text_fn, input_signature=text_specs)
+    self.encode_text = tf.function(encode_fn, input_signature=text_specs)
+    id_specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+    self.serve_encoded = tf.function(self._serve_encoded, input_signature=id_specs)
+
+  # -- text -> features
+
+  def _encode_single(self, sentence1):
+    return encode_graph(self.tokenizer, sentence1, None, self._max_seq_length)
+
+  def _encode_pair(self, sentence1, sentence2):
+    check = tf.debugging.assert_equal(
+        tf.size(sentence1), tf.size(sentence2),
+        message="sentence1 and sentence2 must hold the same number of examples (one sentence2 per sentence1)")
+    with tf.control_dependencies([check]):  # Nothing downstream runs on mismatched batches.
+      sentence1, sentence2 = tf.identity(sentence1), tf.identity(sentence2)
+    return encode_graph(self.tokenizer, sentence1, sentence2, self._max_seq_length)
+
+  # -- signatures
+
+  def _serve_single(self, sentence1):
+    return self._outputs(self._encode_single(sentence1))
+
+  def _serve_pair(self, sentence1, sentence2):
+    return self._outputs(self._encode_pair(sentence1, sentence2))
+
+  def _serve_encoded(self, input_ids, input_mask, segment_ids):
+    config = self._model.config
+    shape = tf.shape(input_ids)
+    checks = [
+        tf.debugging.assert_equal(tf.shape(input_mask), shape,
+                                  message="input_mask must have the shape of input_ids [batch, length]"),
+        tf.debugging.assert_equal(tf.shape(segment_ids), shape,
+                                  message="segment_ids must have the shape of input_ids [batch, length]"),
+        tf.debugging.assert_positive(shape[1], message="sequences must hold at least one token ([CLS])"),
+        tf.debugging.assert_less_equal(
+            shape[1], config.max_position_embeddings,
+            message=f"sequence length must be at most max_position_embeddings={config.max_position_embeddings}"),
+        tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
+        tf.debugging.assert_less(input_ids, config.vocab_size,
+                                 message=f"input_ids must be < vocab_size={config.vocab_size}"),
+        tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be >= 0"),
+        tf.debugging.assert_less(segment_ids, config.type_vocab_size,
+                                 message=f"segment_ids must be < type_vocab_size={config.type_vocab_size}"),
+        tf.debugging.assert_non_negative(input_mask, message="input_mask must be 0 or 1"),
+        tf.debugging.assert_less_equal(input_mask, 1, message="input_mask must be 0 or 1"),
+    ]
+    with tf.control_dependencies(checks):
+      features = {"input_ids": tf.identity(input_ids), "input_mask": tf.identity(input_mask),
+                  "segment_ids": tf.identity(segment_ids)}
+    return self._outputs(features)
+
+  def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
+    if self.spec.is_regression:
+      return {"score": outputs}
+    label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.
+    return {"probabilities": tf.nn.softmax(outputs, axis=-1), "label_id": label_id,
+            "label": tf.gather(self._labels, label_id)}
+
+
+def _float32_copy(model: BertClassifier) -> BertClassifier:
+  """A float32 classifier with `model`'s weights: mixed-precision training must not put half types into the
+  served graph (TF Serving's clients expect float32, and CPUs serve float16 slowly)."""
+  copy = BertClassifier(model.config, model.num_labels, dropout=model.dropout_rate, dtype="float32")
+  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  copy.set_weights(model.get_weights())
+  return copy
+
+
+def next_version(model_dir: str) -> int:
+  """1 + the largest numeric version under `<export_dir>/<model_name>`, or 1 when there is none."""
+  if not tf.io.gfile.isdir(model_dir):
+    return 1
+  names = [name.rstrip("/") for name in tf.io.gfile.listdir(model_dir)]  # gs:// lists folders with a "/".
+  return max((int(name) for name in names if name.isdigit()), default=0) + 1
+
+
+def _write_new_dir(build: Callable[[str], None], final: str) -> None:
+  """`build(path)` under a hidden temporary name, then renamed to `final`, which must not exist (it could be a
+  version that Serving is serving). On object stores it is written in place."""
+  if tf.io.gfile.exists(final):
+    raise ValueError(f"{final} already exists and TF Serving may be serving it; pass another version, or none "
+                     "to take the next free one")
+  if fileio.is_remote(final):
+    build(final)
+    return
+  temp = fileio.temp_path_for(final)
+  try:
+    build(temp)
+    os.rename(temp, final)  # Fails, rather than merging, if another export took this version meanwhile.
+  finally:
+    if tf.io.gfile.exists(temp):
+      tf.io.gfile.rmtree(temp)
+
+
+def _warmup_instances(spec: ClassifierSpec, texts: Sequence[tuple[str, str | None]]) -> list[dict[str, str]]:
+  if not texts:
+    texts = [(a, b if spec.is_pair else None) for a, b in DEFAULT_WARMUP_TEXTS]
+  instances = []
+  for i, (text_a, text_b) in enumerate(texts):
+    if spec.is_pair and text_b is None:
+      raise ValueError(f"warmup_texts[{i}]: task {spec.task_name!r} takes sentence pairs; give (text_a, text_b)")
+    if not spec.is_pair and text_b is not None:
+      raise ValueError(f"warmup_texts[{i}]: task {spec.task_name!r} takes single sentences; give (text_a, None)")
+    instances.append({"sentence1": text_a, **({"sentence2": text_b} if spec.is_pair else {})})
+  return instances
+
+
+def write_warmup_requests(path: str, model_name: str, instances: Sequence[dict[str, str]]) -> int:
+  """Writes TF Serving's warmup file: a TFRecord of PredictionLog(predict_log=PredictLog(request=...)), one
+  request per instance and, with several instances, one holding them all (so a batch shape is warmed too).
+  Returns the number of records."""
+  from tensorflow_serving.apis import prediction_log_pb2
+
+  batches = [[instance] for instance in instances]
+  if len(instances) > 1:
+    batches.append(list(instances))
+  if len(batches) > MAX_WARMUP_RECORDS:
+    raise ValueError(f"{len(instances)} warmup texts make {len(batches)} requests; TF Serving reads at most "
+                     f"{MAX_WARMUP_RECORDS}: give fewer")
+  with tf.io.TFRecordWriter(path) as writer:
+    for batch in batches:
+      request = serving_requests.grpc_request(model_name, batch, SERVING_SIGNATURE)
+      log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+      writer.write(log.SerializeToString())
+  return len(batches)
+
+
+# -- The manifest ---------------------------------------------------------------------------------------------
+
+# Run with `python -I` (no PYTHONPATH, no current directory): a process in which only TensorFlow itself has
+# registered ops, so whatever it does not know is an op that the server must link in separately.
+_CORE_OP_CHECK = """
+import json, sys
+import tensorflow
+from tensorflow.python.framework import op_def_registry
+names = json.load(sys.stdin)
+print(json.dumps([name for name in names if op_def_registry.get(name) is None]))
+"""
+
+
+def saved_model_op_types(saved_model_dir: str) -> set[str]:
+  """Op types of every node of the SavedModel's graphs and of all functions in their libraries (nested calls
+  included: every function the graph can call is in the library). Calls of library functions are left out."""
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  saved_model = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+  ops: set[str] = set()
+  for meta_graph in saved_model.meta_graphs:
+    library = meta_graph.graph_def.library
+    functions = {function.signature.name for function in library.function}
+    ops.update(node.op for node in meta_graph.graph_def.node)
+    for function in library.function:
+      ops.update(node.op for node in function.node_def)
+    ops -= functions
+  return ops
+
+
+def ops_missing_from_core(op_types: Sequence[str]) -> list[str]:
+  """The op types that a Python process importing only `tensorflow` (not tensorflow_text) has not registered."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], input=json.dumps(sorted(op_types)),
+                          capture_output=True, text=True, env=env, timeout=600)
+  if result.returncode != 0:
+    raise RuntimeError(f"checking op types against core TensorFlow failed:\n{result.stderr[-3000:]}")
+  return sorted(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def _signature_summary(saved_model_dir: str) -> dict[str, Any]:
+  """Input and output names, dtypes and shapes (-1: any) of each signature, read back from the SavedModel."""
+  from tensorflow.python.tools import saved_model_utils
+
+  meta_graph = saved_model_utils.get_meta_graph_def(saved_model_dir, "serve")
+
+  def describe(infos):
+    return {name: {"dtype": tf.dtypes.as_dtype(info.dtype).name,
+                   "shape": [dim.size for dim in info.tensor_shape.dim]}
+            for name, info in sorted(infos.items())}
+
+  # `__saved_model_init_op` is TensorFlow's own entry (the initializer), not a signature clients call.
+  return {key: {"inputs": describe(sig.inputs), "outputs": describe(sig.outputs)}
+          for key, sig in sorted(meta_graph.signature_def.items()) if not key.startswith("__")}
+
+
+def build_manifest(saved_model_dir: str, spec: ClassifierSpec, model_name: str, version: int,
+                   num_warmup_records: int) -> dict[str, Any]:
+  """What a deployment needs to know about the SavedModel at `saved_model_dir`."""
+  return {
+      "model_name": model_name,
+      "version": version,
+      "task": spec.task_name,
+      "labels": list(spec.labels),
+      "is_regression": spec.is_regression,
+      "is_pair": spec.is_pair,
+      "max_seq_length": spec.max_seq_length,
+      "do_lower_case": spec.do_lower_case,
+      "signatures": _signature_summary(saved_model_dir),
+      "warmup_records": num_warmup_records,
+      "vocab_file": f"{ASSETS_EXTRA}/{VOCAB_FILE}",
+      "tensorflow": tf.__version__,
+      "tensorflow_text": tf_text.__version__,
+      "custom_ops": ops_missing_from_core(sorted(saved_model_op_types(saved_model_dir))),
+      "serving_image": f"tensorflow/serving:{tf.__version__}",
+      "note": ("custom_ops are ops of this graph that core TensorFlow does not register: tensorflow-text's. "
+               "The TensorFlow Serving model server links the tensorflow-text ops of its own TensorFlow "
+               "version (tensorflow_serving/model_servers/BUILD), so serve with the image of the `tensorflow` "
+               "version above; another version may lack an op or attribute and fail to load the model. In "
+               "Python, `import tensorflow_text` before tf.saved_model.load."),
+  }
+
+
+# -- Export ---------------------------------------------------------------------------------------------------
+
+
+def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
+                      model_name: str, version: int | None = None,
+                      warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
+  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving; returns that path.
+
+  Args:
+    model: a fine-tuned `BertClassifier` of any dtype policy; a float32 copy is exported.
+    spec: the task: labels (in id order; () for regression), is_pair, max_seq_length, do_lower_case.
+    vocab_file: the vocabulary the model was trained with.
+    export_dir: TF Serving's model root (local or gs://).
+    model_name: the name clients use (REST URL, gRPC model_spec.name); a folder name, no "/".
+    version: a positive integer; None takes 1 + the largest existing version (or 1). An existing version is
+      never overwritten.
+    warmup_texts: (text_a, text_b) pairs (text_b None for single-sentence tasks) for the warmup requests;
+      default a couple of generic sentences.
+  """
+  if not model_name or "/" in model_name or model_name.startswith("."):
+    raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
+  if version is not None and (not isinstance(version, int) or version < 1):
+    raise ValueError(f"version={version!r}: must be a positive integer (TF Serving loads numeric folders)")
+  if model.num_labels != spec.num_labels:
+    raise ValueError(f"the model has {model.num_labels} outputs but the spec of {spec.task_name!r} has "
+                     f"{spec.num_labels} labels; pass the spec the model was trained with")
+  if spec.max_seq_length > model.config.max_position_embeddings:
+    raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
+                     f"{model.config.max_position_embeddings}")
+  warmup = _warmup_instances(spec, warmup_texts)
+  server = _ClassifierServer(_float32_copy(model), spec, vocab_file)
+  vocab_size = server.tokenizer.vocab_size
+  if vocab_size > model.config.vocab_size:
+    raise ValueError(f"{vocab_file} has {vocab_size} tokens but the model's vocab_size is "
+                     f"{model.config.vocab_size}: give the vocabulary the model was trained with")
+  model_dir = os.path.join(export_dir, model_name)
+  if version is None:
+    version = next_version(model_dir)
+  final = os.path.join(model_dir, str(version))
+
+  def build(path: str) -> None:
+    tf.saved_model.save(server, path, signatures={SERVING_SIGNATURE: server.serve_text,
+                                                  ENCODED_SIGNATURE: server.serve_encoded})
+    extra = os.path.join(path, ASSETS_EXTRA)
+    tf.io.gfile.makedirs(extra)
+    tf.io.gfile.copy(vocab_file, os.path.join(extra, VOCAB_FILE), overwrite=True)
+    records = write_warmup_requests(os.path.join(extra, WARMUP_FILE), model_name, warmup)
+    manifest = build_manifest(path, spec, model_name, version, records)
+    with tf.io.gfile.GFile(os.path.join(extra, MANIFEST_FILE), "w") as f:
+      f.write(json.dumps(manifest, indent=2) + "\n")
+
+  tf.io.gfile.makedirs(model_dir)
+  _write_new_dir(build, final)
+  logging.info("exported %s version %d to %s", model_name, version, final)
+  return final
+
+
+def export_from_directory(classifier_dir: str, export_dir: str, model_name: str, version: int | None = None,
+                          warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
+  """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path."""
+  model, spec, vocab_file = load_classifier(classifier_dir)
+  return export_classifier(model, spec, vocab_file, export_dir, model_name, version, warmup_texts)
+
+
+def read_manifest(saved_model_dir: str) -> dict[str, Any]:
+  with tf.io.gfile.GFile(os.path.join(saved_model_dir, ASSETS_EXTRA, MANIFEST_FILE), "r") as f:
+    return json.loads(f.read())
+

@@ -1,0 +1,325 @@
+"""bert_tf.export.requests and scripts/predict.py: request building, local runs, and talking to a server.
+
+No TensorFlow Serving here (no Docker, no network): requests are checked field by field against TF Serving's
+documented formats, the script runs an export locally, and its --server paths talk to small stand-ins in this
+process - an HTTP server and a gRPC PredictionService that answer from the loaded SavedModel. They test the
+client's side of the wire (URL, JSON, protos, error handling), not TF Serving.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.server
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow_serving.apis import predict_pb2
+
+import training_helpers as th
+from bert_tf.export import requests, serving
+from bert_tf.tasks.classification import ClassifierSpec
+from test_serving import LABELS, T, tiny_classifier, write_vocab
+
+SCRIPT = "scripts/predict.py"
+PAIRS = [{"sentence1": "The dog sat on the mat.", "sentence2": "A cat is running."},
+         {"sentence1": "", "sentence2": "fox"},
+         {"sentence1": "Über quick brown foxes!", "sentence2": "not a dog?"}]
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+  """A tiny pair classifier exported as <root>/export/nli/1; its loaded serving signature."""
+  import tensorflow_text  # noqa: F401
+
+  root = tmp_path_factory.mktemp("predict")
+  vocab = write_vocab(root)
+  spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
+  version_dir = serving.export_classifier(tiny_classifier(len(LABELS)), spec, vocab, str(root / "export"), "nli",
+                                          warmup_texts=[("a dog", "a cat")])
+  signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+  return {"root": root, "model_dir": os.path.dirname(version_dir), "version_dir": version_dir,
+          "signature": signature}
+
+
+def _run(signature, columns: dict[str, list]) -> dict[str, np.ndarray]:
+  return {k: v.numpy() for k, v in signature(**{k: tf.constant(v) for k, v in columns.items()}).items()}
+
+
+def _assert_rows_match(rows, expected_rows):
+  assert len(rows) == len(expected_rows)
+  for row, expected in zip(rows, expected_rows):
+    assert row["label"] == expected["label"] and row["label_id"] == expected["label_id"]
+    np.testing.assert_allclose(row["probabilities"], expected["probabilities"], atol=1e-6)
+
+
+# -- Requests -------------------------------------------------------------------------------------------------
+
+
+def test_rest_request_is_tf_servings_row_format():
+  assert requests.rest_request([{"sentence1": "a b", "sentence2": "c"}, {"sentence1": "d", "sentence2": ""}]) == {
+      "signature_name": "serving_default",
+      "instances": [{"sentence1": "a b", "sentence2": "c"}, {"sentence1": "d", "sentence2": ""}]}
+  assert requests.rest_request([{"sentence1": "x", "sentence2": None}], signature_name="other") == {
+      "signature_name": "other", "instances": [{"sentence1": "x"}]}
+
+
+def test_instances_must_name_the_same_inputs():
+  with pytest.raises(ValueError, match="instance 1 has inputs"):
+    requests.rest_request([{"sentence1": "a", "sentence2": "b"}, {"sentence1": "c"}])
+  with pytest.raises(ValueError, match="no instances"):
+    requests.rest_request([])
+
+
+def test_rest_url():
+  assert requests.rest_url("localhost:8501", "nli") == "http://localhost:8501/v1/models/nli:predict"
+  assert requests.rest_url("serving.example", "nli", 3) == (
+      "http://serving.example:8501/v1/models/nli/versions/3:predict")
+  assert requests.rest_url("https://h:443/", "a b") == "https://h:443/v1/models/a%20b:predict"
+  with pytest.raises(ValueError, match="host:port"):
+    requests.rest_url("ftp://h", "nli")
+
+
+def test_grpc_request_fields_and_tensors():
+  request = requests.grpc_request("nli", [{"sentence1": "a b", "sentence2": "c"}, {"sentence1": "Ü", "sentence2": ""}],
+                                  "serving_default", version=4)
+  assert isinstance(request, predict_pb2.PredictRequest)
+  assert (request.model_spec.name, request.model_spec.signature_name, request.model_spec.version.value) == (
+      "nli", "serving_default", 4)
+  assert set(request.inputs) == {"sentence1", "sentence2"}
+  for name, values in (("sentence1", [b"a b", "Ü".encode()]), ("sentence2", [b"c", b""])):
+    proto = request.inputs[name]
+    assert proto.dtype == tf.string.as_datatype_enum
+    assert [d.size for d in proto.tensor_shape.dim] == [2]
+    assert list(proto.string_val) == values
+  assert not requests.grpc_request("nli", [{"sentence1": "x"}]).model_spec.HasField("version")
+  ids = requests.grpc_request("nli", [{"input_ids": [2, 7, 3], "input_mask": [1, 1, 1], "segment_ids": [0, 0, 0]}],
+                              "encoded")
+  assert ids.inputs["input_ids"].dtype == tf.int32.as_datatype_enum
+  assert tf.make_ndarray(ids.inputs["input_ids"]).tolist() == [[2, 7, 3]]
+
+
+def test_rows_from_answers():
+  rest = {"predictions": [{"label": "neutral", "label_id": 1, "probabilities": [0.2, 0.5, 0.3]}]}
+  assert requests.rows_from_rest(rest) == rest["predictions"]
+  assert requests.rows_from_rest({"predictions": [0.5, 1.5]}) == [{"score": 0.5}, {"score": 1.5}]
+  with pytest.raises(requests.ServingError, match="no 'predictions'"):
+    requests.rows_from_rest({"error": "x"})
+  response = predict_pb2.PredictResponse()
+  response.outputs["label"].CopyFrom(tf.make_tensor_proto([b"a", b"c"]))
+  response.outputs["label_id"].CopyFrom(tf.make_tensor_proto(np.array([0, 2], np.int32)))
+  response.outputs["probabilities"].CopyFrom(tf.make_tensor_proto(np.array([[1, 0], [0.5, 0.5]], np.float32)))
+  assert requests.rows_from_grpc(response) == [{"label": "a", "label_id": 0, "probabilities": [1.0, 0.0]},
+                                               {"label": "c", "label_id": 2, "probabilities": [0.5, 0.5]}]
+
+
+def test_read_instances(tmp_path):
+  tsv = tmp_path / "pairs.tsv"
+  tsv.write_text("a dog\ta cat\n\nthe fox\t\n")
+  assert requests.read_instances(str(tsv)) == [{"sentence1": "a dog", "sentence2": "a cat"},
+                                               {"sentence1": "the fox", "sentence2": ""}]
+  jsonl = tmp_path / "pairs.jsonl"
+  jsonl.write_text('{"sentence1": "a", "sentence2": "b"}\n{"sentence1": "c", "sentence2": "d", "label": 1}\n')
+  assert requests.read_instances(str(jsonl)) == [{"sentence1": "a", "sentence2": "b"},
+                                                 {"sentence1": "c", "sentence2": "d"}]
+  bad = tmp_path / "bad.tsv"
+  bad.write_text("a\tb\tc\n")
+  with pytest.raises(ValueError, match=r"bad.tsv:1: 3 tab-separated columns"):
+    requests.read_instances(str(bad))
+  bad.write_text('{"sentence1": "a"}\n{"text": "b"}\n')
+  with pytest.raises(ValueError, match=r'bad.tsv:2: needs a "sentence1"'):
+    requests.read_instances(str(bad))
+  bad.write_text("a\tb\nc\n")
+  with pytest.raises(ValueError, match="instance 1 has inputs"):
+    requests.read_instances(str(bad))
+
+
+def test_unreachable_servers_raise_connection_error():
+  port = th.free_ports(1)[0]
+  with pytest.raises(ConnectionError, match="cannot reach TensorFlow Serving"):
+    requests.post_rest(requests.rest_url(f"127.0.0.1:{port}", "nli"), {"instances": []}, timeout=5)
+  with pytest.raises(ConnectionError, match="UNAVAILABLE"):
+    requests.send_grpc(f"127.0.0.1:{port}", requests.grpc_request("nli", [{"sentence1": "a"}]), timeout=5)
+
+
+# -- Running locally ------------------------------------------------------------------------------------------
+
+
+def test_run_local_gives_the_signatures_outputs(export):
+  rows = requests.run_local(export["model_dir"], PAIRS)  # the model folder: its highest version
+  outputs = _run(export["signature"], {k: [p[k] for p in PAIRS] for k in ("sentence1", "sentence2")})
+  assert [row["label"] for row in rows] == [s.decode() for s in outputs["label"]]
+  assert all(row["label"] in LABELS for row in rows)
+  np.testing.assert_allclose([row["probabilities"] for row in rows], outputs["probabilities"], atol=1e-6)
+  with pytest.raises(ValueError, match="give sentence2 too"):
+    requests.run_local(export["version_dir"], [{"sentence1": "a"}])
+  with pytest.raises(FileNotFoundError, match="no saved_model.pb"):
+    requests.run_local(str(export["root"]), PAIRS)
+
+
+# -- scripts/predict.py ---------------------------------------------------------------------------------------
+
+
+def _script(*flags, timeout=240):
+  return th.run_python([SCRIPT, *flags], timeout=timeout)
+
+
+def _lines(result) -> list[dict]:
+  assert result.returncode == 0, result.stderr[-3000:]
+  return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.mark.slow
+def test_script_runs_an_export_locally(export, tmp_path):
+  pairs = tmp_path / "pairs.tsv"
+  pairs.write_text("".join(f"{p['sentence1']}\t{p['sentence2']}\n" for p in PAIRS))
+  lines = _lines(_script(f"--saved_model_dir={export['model_dir']}", f"--input_file={pairs}"))
+  assert [{k: line[k] for k in ("sentence1", "sentence2")} for line in lines] == PAIRS
+  _assert_rows_match(lines, requests.run_local(export["version_dir"], PAIRS))
+  one = _lines(_script(f"--saved_model_dir={export['version_dir']}", "--sentence1=a dog", "--sentence2=a cat"))
+  assert len(one) == 1 and one[0]["label"] in LABELS and set(one[0]) == {
+      "sentence1", "sentence2", "label", "label_id", "probabilities"}
+
+
+def test_script_prints_the_rest_request():
+  result = _script("--print_request", "--sentence1=a b", "--sentence2=Ü")
+  assert result.returncode == 0, result.stderr
+  assert json.loads(result.stdout) == {"signature_name": "serving_default",
+                                       "instances": [{"sentence1": "a b", "sentence2": "Ü"}]}
+
+
+def test_script_prints_the_grpc_request(tmp_path):
+  lines = tmp_path / "in.jsonl"
+  lines.write_text('{"sentence1": "a b", "sentence2": "c"}\n{"sentence1": "d", "sentence2": "e"}\n')
+  result = _script("--print_request", "--protocol=grpc", "--model_name=nli", "--model_version=2",
+                   f"--input_file={lines}")
+  assert result.returncode == 0, result.stderr
+  printed = text_format.Parse(result.stdout, predict_pb2.PredictRequest())
+  assert printed == requests.grpc_request("nli", requests.read_instances(str(lines)), version=2)
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "--saved_model_dir"),
+    (["--sentence1=a"], "give --saved_model_dir (run the export here) or --server"),
+    (["--server=localhost:8501", "--sentence1=a"], "--model_name"),
+    (["--saved_model_dir=x", "--server=localhost:8501", "--model_name=m", "--sentence1=a"], "one of them"),
+    (["--saved_model_dir=x"], "--sentence1"),
+    (["--saved_model_dir=x", "--protocol=grpc", "--sentence1=a"], "--protocol"),
+    (["--print_request", "--protocol=grpc", "--sentence1=a"], "--model_name"),
+    (["--server=h:1", "--model_name=m", "--model_version=0", "--sentence1=a"], "--model_version"),
+    (["--saved_model_dir=x", "--sentence1=a", "--input_file=f"], "--input_file"),
+])
+def test_script_names_the_flag_at_fault(flags, message):
+  result = _script(*flags, timeout=60)
+  assert result.returncode == 1
+  assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_script_reports_an_unreachable_server(protocol):
+  port = th.free_ports(1)[0]
+  result = _script(f"--server=127.0.0.1:{port}", f"--protocol={protocol}", "--model_name=nli", "--sentence1=a",
+                   "--timeout=5", timeout=120)
+  assert result.returncode == 1
+  assert f"error: --server=127.0.0.1:{port}: cannot reach TensorFlow Serving" in result.stderr
+  assert "Traceback" not in result.stderr
+
+
+# -- The script against stand-ins for TF Serving --------------------------------------------------------------
+
+
+class _StandIn:
+  """Answers TF Serving's REST and gRPC predict calls for model `nli` from the loaded serving signature."""
+
+  def __init__(self, signature):
+    self.signature = signature
+    self.requests: list = []
+
+  def predict(self, model: str, signature_name: str, columns: dict[str, list]) -> dict[str, np.ndarray]:
+    self.requests.append((model, signature_name, columns))
+    if model != "nli":
+      raise LookupError(f"Servable not found for request: Latest({model})")
+    return _run(self.signature, columns)
+
+
+def _rest_server(stand_in: _StandIn):
+  class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+      # /v1/models/<name>[/versions/<v>]:predict
+      model = self.path.split("/v1/models/")[1].split(":")[0].split("/")[0]
+      body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+      columns = {k: [i[k] for i in body["instances"]] for k in body["instances"][0]}
+      try:
+        outputs = stand_in.predict(model, body["signature_name"], columns)
+        rows = requests._rows(outputs)  # pylint: disable=protected-access
+        status, answer = 200, {"predictions": rows}
+      except LookupError as e:
+        status, answer = 404, {"error": str(e)}
+      except tf.errors.InvalidArgumentError as e:
+        status, answer = 400, {"error": e.message}
+      data = json.dumps(answer).encode()
+      self.send_response(status)
+      self.send_header("Content-Type", "application/json")
+      self.send_header("Content-Length", str(len(data)))
+      self.end_headers()
+      self.wfile.write(data)
+
+    def log_message(self, *args):
+      pass
+
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  return server
+
+
+def _grpc_server(stand_in: _StandIn):
+  import grpc
+  from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+  class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    def Predict(self, request, context):  # noqa: N802
+      columns = {k: tf.make_ndarray(v).tolist() for k, v in request.inputs.items()}
+      try:
+        outputs = stand_in.predict(request.model_spec.name, request.model_spec.signature_name, columns)
+      except LookupError as e:
+        context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+      response = predict_pb2.PredictResponse()
+      for name, value in outputs.items():
+        response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
+      return response
+
+  server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+  prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
+  port = server.add_insecure_port("127.0.0.1:0")
+  server.start()
+  return server, port
+
+
+@pytest.mark.slow
+def test_script_talks_rest_and_grpc(export, tmp_path):
+  stand_in = _StandIn(export["signature"])
+  expected = requests.run_local(export["version_dir"], PAIRS)
+  pairs = tmp_path / "pairs.jsonl"
+  pairs.write_text("".join(json.dumps(p) + "\n" for p in PAIRS))
+  rest = _rest_server(stand_in)
+  grpc_server, grpc_port = _grpc_server(stand_in)
+  try:
+    rest_lines = _lines(_script(f"--server=127.0.0.1:{rest.server_address[1]}", "--model_name=nli",
+                                f"--input_file={pairs}"))
+    grpc_lines = _lines(_script(f"--server=127.0.0.1:{grpc_port}", "--protocol=grpc", "--model_name=nli",
+                                f"--input_file={pairs}"))
+    missing = _script(f"--server=127.0.0.1:{rest.server_address[1]}", "--model_name=other", "--sentence1=a")
+  finally:
+    rest.shutdown()
+    grpc_server.stop(0)
+  _assert_rows_match(rest_lines, expected)
+  _assert_rows_match(grpc_lines, expected)
+  columns = {k: [p[k] for p in PAIRS] for k in ("sentence1", "sentence2")}
+  assert [(m, s) for m, s, _ in stand_in.requests[:2]] == [("nli", "serving_default")] * 2
+  assert stand_in.requests[0][2] == columns
+  assert {k: [x.decode() for x in v] for k, v in stand_in.requests[1][2].items()} == columns
+  assert missing.returncode == 1 and "HTTP 404: Servable not found" in missing.stderr

@@ -1,0 +1,470 @@
+"""bert_tf.export.serving: the SavedModel TF Serving loads, checked without a server.
+
+TF Serving itself cannot run here (no Docker, no network). What it would do is checked piece by piece: the
+version layout it polls, the warmup file it replays, and - the acceptance test - the SavedModel loaded in a
+fresh process that imports TensorFlow and tensorflow-text only (as the model server links only those ops), whose
+outputs must equal the Keras model's on the training-time encoding of the same text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.data.tokenization import FullTokenizer
+from bert_tf.export import serving
+from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.classification import BertClassifier, ClassifierSpec, encode, save_classifier
+
+# Odd sizes, so that no two dimensions coincide: 29 tokens, T = 11, positions 16, K = 3 labels.
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "cat", "sat", "on", "mat", "run",
+         "##s", "##ing", "##ed", ".", ",", "?", "!", "is", "not", "quick", "brown", "fox", "jump", "uber", "##y",
+         "zebra"]
+T = 11
+MAX_POSITIONS = 16
+LABELS = ("entailment", "neutral", "contradiction")
+PAIRS = [("The dog sat on the mat.", "A cat is running."),
+         ("", ""),  # [CLS] [SEP] [SEP]
+         ("Über quick brown foxes jumped!", "not a dog?"),  # lower-cased, accent stripped, ## pieces, [UNK]
+         ("the " * 40, "cat sat"),  # truncated
+         ("zebra", "dog " * 12)]
+SINGLES = ["The dog sat.", "", "running cats", "Dog " * 30]
+
+
+def write_vocab(directory) -> str:
+  path = os.path.join(str(directory), "vocab.txt")
+  with open(path, "w") as f:
+    f.write("\n".join(VOCAB) + "\n")
+  return path
+
+
+def tiny_classifier(num_labels: int, seed: int = 1, dtype: str = "float32") -> BertClassifier:
+  """A 1-layer classifier with large initial weights, so that outputs differ visibly between inputs."""
+  keras.utils.set_random_seed(seed)
+  config = BertConfig.from_preset("tiny", vocab_size=len(VOCAB), num_hidden_layers=1, hidden_size=18,
+                                  num_attention_heads=3, intermediate_size=37,
+                                  max_position_embeddings=MAX_POSITIONS, initializer_range=0.5)
+  model = BertClassifier(config, num_labels, dtype=dtype)
+  model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  return model
+
+
+def keras_features(vocab_file: str, spec: ClassifierSpec, texts) -> dict[str, np.ndarray]:
+  """The training-time (Python) encoding: int32 [N, T] per input."""
+  tokenizer = FullTokenizer(vocab_file, do_lower_case=spec.do_lower_case)
+  encoded = [encode(tokenizer, a, b, spec.max_seq_length) for a, b in texts]
+  return {name: np.array([getattr(e, name) for e in encoded], np.int32) for name in INPUT_NAMES}
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+  e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """A pair classifier (3 labels, lower-casing) exported directly, and a single-sentence regression model
+  (cased) saved with save_classifier and exported from that folder."""
+  root = tmp_path_factory.mktemp("serving")
+  vocab = write_vocab(root)
+  export_dir = str(root / "export")
+  pair_spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
+  pair_model = tiny_classifier(len(LABELS))
+  pair_dir = serving.export_classifier(pair_model, pair_spec, vocab, export_dir, "nli")
+  score_spec = ClassifierSpec("sts", (), is_pair=False, max_seq_length=T - 2, do_lower_case=False)
+  score_model = tiny_classifier(1, seed=2)
+  save_classifier(score_model, score_spec, vocab, str(root / "sts_classifier"))
+  score_dir = serving.export_from_directory(str(root / "sts_classifier"), export_dir, "sts",
+                                            warmup_texts=[("A dog.", None), ("Cats run!", None)])
+  return {"root": root, "vocab": vocab, "export_dir": export_dir,
+          "nli": (pair_model, pair_spec, pair_dir), "sts": (score_model, score_spec, score_dir)}
+
+
+def _keras_outputs(exported, name, texts) -> np.ndarray:
+  model, spec, _ = exported[name]
+  features = keras_features(exported["vocab"], spec, texts)
+  return model(features, training=False).numpy()
+
+
+# -- Layout, versions, manifest, warmup -----------------------------------------------------------------------
+
+
+def test_layout_is_what_tf_serving_polls(exported):
+  export_dir = exported["export_dir"]
+  assert exported["nli"][2] == os.path.join(export_dir, "nli", "1")
+  assert exported["sts"][2] == os.path.join(export_dir, "sts", "1")
+  for name in ("nli", "sts"):
+    assert os.listdir(os.path.join(export_dir, name)) == ["1"]  # no temporary folder left behind
+    version = os.path.join(export_dir, name, "1")
+    assert {"saved_model.pb", "variables", "assets.extra"} <= set(os.listdir(version))
+    assert os.path.exists(os.path.join(version, "variables", "variables.index"))
+    assert sorted(os.listdir(os.path.join(version, "assets.extra"))) == [
+        "bert_tf_manifest.json", "tf_serving_warmup_requests", "vocab.txt"]
+    with open(os.path.join(version, "assets.extra", "vocab.txt")) as f:
+      assert f.read().split() == VOCAB
+
+
+def test_next_version_takes_one_more_than_the_largest_numeric_folder(tmp_path):
+  assert serving.next_version(str(tmp_path / "absent")) == 1
+  for name in ("1", "7", "12", ".3.tmp-abc", "notes", "99x"):
+    (tmp_path / name).mkdir()
+  assert serving.next_version(str(tmp_path)) == 13
+
+
+@pytest.mark.slow
+def test_a_mixed_precision_model_exports_as_float32_next_version(exported, tmp_path):
+  """Export again into (a copy of) the model folder: version 2, no half types in the graph, the same outputs as
+  the float32 version 1 (the same weights), and version 1 is never overwritten."""
+  model, spec, _ = exported["nli"]
+  export_dir = str(tmp_path / "export")
+  shutil.copytree(os.path.join(exported["export_dir"], "nli"), os.path.join(export_dir, "nli"))
+  first = os.path.join(export_dir, "nli", "1")
+  mixed = tiny_classifier(len(LABELS), dtype="mixed_bfloat16")
+  mixed.set_weights(model.get_weights())
+  second = serving.export_classifier(mixed, spec, exported["vocab"], export_dir, "nli")
+  assert second == os.path.join(export_dir, "nli", "2")
+  assert sorted(os.listdir(os.path.join(export_dir, "nli"))) == ["1", "2"]
+
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  saved = saved_model_pb2.SavedModel()
+  with open(os.path.join(second, "saved_model.pb"), "rb") as f:
+    saved.ParseFromString(f.read())
+  half = {tf.bfloat16.as_datatype_enum, tf.float16.as_datatype_enum}
+  for function in saved.meta_graphs[0].graph_def.library.function:
+    for node in function.node_def:
+      for attr in node.attr.values():
+        assert attr.type not in half and not half & set(attr.list.type), (function.signature.name, node.name)
+
+  texts = [("the dog sat", "a cat"), ("", "fox")]
+  a = tf.saved_model.load(first).signatures["serving_default"]
+  b = tf.saved_model.load(second).signatures["serving_default"]
+  inputs = {"sentence1": tf.constant([t[0] for t in texts]), "sentence2": tf.constant([t[1] for t in texts])}
+  np.testing.assert_allclose(b(**inputs)["probabilities"].numpy(), a(**inputs)["probabilities"].numpy(),
+                             atol=1e-6)
+  with pytest.raises(ValueError, match="already exists"):
+    serving.export_classifier(model, spec, exported["vocab"], export_dir, "nli", version=1)
+
+
+def test_export_rejects_bad_arguments_before_writing(exported, tmp_path):
+  model, spec, _ = exported["nli"]
+  with pytest.raises(ValueError, match="model_name"):
+    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "a/b")
+  with pytest.raises(ValueError, match="version"):
+    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", version=0)
+  with pytest.raises(ValueError, match="sentence pairs"):
+    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", warmup_texts=[("a", None)])
+  with pytest.raises(ValueError, match="2 labels"):
+    serving.export_classifier(model, ClassifierSpec("x", ("a", "b"), True, T, True), exported["vocab"],
+                              str(tmp_path), "m")
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    serving.export_classifier(model, ClassifierSpec("x", LABELS, True, MAX_POSITIONS + 1, True),
+                              exported["vocab"], str(tmp_path), "m")
+  assert not os.listdir(tmp_path)
+
+
+def test_manifest_describes_task_signatures_versions_and_custom_ops(exported):
+  from tensorflow.python.framework import op_def_registry
+
+  import tensorflow_text
+
+  manifest = serving.read_manifest(exported["nli"][2])
+  assert {k: manifest[k] for k in ("model_name", "version", "task", "labels", "is_regression", "is_pair",
+                                   "max_seq_length", "do_lower_case")} == {
+      "model_name": "nli", "version": 1, "task": "nli", "labels": list(LABELS), "is_regression": False,
+      "is_pair": True, "max_seq_length": T, "do_lower_case": True}
+  text, ids = manifest["signatures"]["serving_default"], manifest["signatures"]["encoded"]
+  assert set(manifest["signatures"]) == {"serving_default", "encoded"}
+  assert text["inputs"] == {"sentence1": {"dtype": "string", "shape": [-1]},
+                            "sentence2": {"dtype": "string", "shape": [-1]}}
+  assert ids["inputs"] == {name: {"dtype": "int32", "shape": [-1, -1]} for name in INPUT_NAMES}
+  outputs = {"probabilities": {"dtype": "float32", "shape": [-1, 3]}, "label_id": {"dtype": "int32", "shape": [-1]},
+             "label": {"dtype": "string", "shape": [-1]}}
+  assert text["outputs"] == outputs and ids["outputs"] == outputs
+  assert manifest["tensorflow"] == tf.__version__ and manifest["tensorflow_text"] == tensorflow_text.__version__
+  assert manifest["serving_image"] == f"tensorflow/serving:{tf.__version__}"
+  assert "tensorflow-text" in manifest["note"]
+  assert manifest["warmup_records"] == len(serving.DEFAULT_WARMUP_TEXTS) + 1
+
+  # What TensorFlow 2.20 and tensorflow-text 2.20 really put in the graph: the regex word splitter, the
+  # WordPiece tokenizer and (lower-casing only) NFD normalization. Registered here, where tensorflow_text is
+  # imported; the exporter found core TensorFlow lacks them.
+  custom = manifest["custom_ops"]
+  assert custom == ["FastWordpieceTokenizeWithOffsets", "NormalizeUTF8", "RegexSplitWithOffsets"]
+  assert all(op_def_registry.get(op) is not None for op in custom)
+  all_ops = serving.saved_model_op_types(exported["nli"][2])
+  assert set(custom) < all_ops and {"MatMul", "Softmax", "StaticRegexReplace", "StringLower"} <= all_ops
+  # The cased tokenizer does not normalize: computed from the graph, not a fixed list.
+  score = serving.read_manifest(exported["sts"][2])
+  assert score["custom_ops"] == ["FastWordpieceTokenizeWithOffsets", "RegexSplitWithOffsets"]
+  assert score["signatures"]["serving_default"]["inputs"] == {"sentence1": {"dtype": "string", "shape": [-1]}}
+  assert score["signatures"]["serving_default"]["outputs"] == {"score": {"dtype": "float32", "shape": [-1]}}
+  assert score["labels"] == [] and score["is_regression"] and not score["do_lower_case"]
+
+
+def test_ops_missing_from_core_asks_a_process_without_tensorflow_text():
+  assert serving.ops_missing_from_core(["MatMul", "RegexSplitWithOffsets", "NoSuchOp"]) == [
+      "NoSuchOp", "RegexSplitWithOffsets"]
+
+
+def _warmup_requests(version_dir):
+  from tensorflow_serving.apis import prediction_log_pb2
+
+  path = os.path.join(version_dir, "assets.extra", "tf_serving_warmup_requests")
+  logs = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+  assert all(log.WhichOneof("log_type") == "predict_log" for log in logs)
+  return [log.predict_log.request for log in logs]
+
+
+def test_warmup_file_holds_predict_requests_for_the_text_signature(exported):
+  requests = _warmup_requests(exported["nli"][2])
+  expected = [[pair] for pair in serving.DEFAULT_WARMUP_TEXTS] + [list(serving.DEFAULT_WARMUP_TEXTS)]
+  assert len(requests) == len(expected)
+  for request, pairs in zip(requests, expected):
+    assert request.model_spec.name == "nli" and request.model_spec.signature_name == "serving_default"
+    assert not request.model_spec.HasField("version")
+    assert set(request.inputs) == {"sentence1", "sentence2"}
+    for i, name in enumerate(("sentence1", "sentence2")):
+      proto = request.inputs[name]
+      assert proto.dtype == tf.string.as_datatype_enum
+      assert [d.size for d in proto.tensor_shape.dim] == [len(pairs)]
+      assert [s.decode() for s in tf.make_ndarray(proto)] == [p[i] for p in pairs]
+  requests = _warmup_requests(exported["sts"][2])
+  assert [[s.decode() for s in tf.make_ndarray(r.inputs["sentence1"])] for r in requests] == [
+      ["A dog."], ["Cats run!"], ["A dog.", "Cats run!"]]
+  assert all(set(r.inputs) == {"sentence1"} and r.model_spec.name == "sts" for r in requests)
+
+
+# -- The acceptance test: a process with TensorFlow and tensorflow-text only ----------------------------------
+
+_ISOLATED_CLIENT = '''
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  Registers the tokenizer's ops, as TF Serving links them.
+from tensorflow_serving.apis import prediction_log_pb2  # Only to read the warmup file, as TF Serving does.
+
+def plain(outputs):
+  return {k: [x.decode() if isinstance(x, bytes) else x for x in v.numpy().tolist()] for k, v in outputs.items()}
+
+job = json.load(open(sys.argv[1]))
+answer = {}
+for name, model in job.items():
+  loaded = tf.saved_model.load(model["dir"])
+  text = loaded.signatures["serving_default"]
+  result = {"text": plain(text(**{k: tf.constant(v, tf.string) for k, v in model["texts"].items()}))}
+  encoded = loaded.signatures["encoded"]
+  result["encoded"] = plain(encoded(**{k: tf.constant(v, tf.int32) for k, v in model["features"].items()}))
+  result["warmup"] = []
+  path = model["dir"] + "/assets.extra/tf_serving_warmup_requests"
+  for record in tf.data.TFRecordDataset(path):
+    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+    function = loaded.signatures[request.model_spec.signature_name]
+    inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+    result["warmup"].append({"inputs": plain(inputs), "outputs": plain(function(**inputs))})
+  answer[name] = result
+answer["bert_tf_modules"] = sorted(m for m in sys.modules if m.split(".")[0] == "bert_tf")
+print(json.dumps(answer))
+'''
+
+
+def _run_isolated(tmp_path, job: dict) -> dict:
+  """Runs `_ISOLATED_CLIENT` with `python -I` (no PYTHONPATH, no current directory on the path) from a folder
+  outside the repository."""
+  script, job_file = tmp_path / "client.py", tmp_path / "job.json"
+  script.write_text(_ISOLATED_CLIENT)
+  job_file.write_text(json.dumps(job))
+  env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+  env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-I", str(script), str(job_file)], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-4000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_savedmodel_alone_gives_the_keras_models_outputs(exported, tmp_path):
+  nli_model, nli_spec, nli_dir = exported["nli"]
+  sts_model, sts_spec, sts_dir = exported["sts"]
+  nli_features = keras_features(exported["vocab"], nli_spec, PAIRS)
+  sts_features = keras_features(exported["vocab"], sts_spec, [(s, None) for s in SINGLES])
+  job = {
+      "nli": {"dir": nli_dir, "texts": {"sentence1": [a for a, _ in PAIRS], "sentence2": [b for _, b in PAIRS]},
+              "features": {k: v.tolist() for k, v in nli_features.items()}},
+      "sts": {"dir": sts_dir, "texts": {"sentence1": SINGLES},
+              "features": {k: v.tolist() for k, v in sts_features.items()}},
+  }
+  answer = _run_isolated(tmp_path, job)
+  assert answer["bert_tf_modules"] == []
+
+  logits = _keras_outputs(exported, "nli", PAIRS)
+  expected = softmax(logits)
+  assert np.ptp(expected[:, 0]) > 0.05  # the examples differ, so agreement means something
+  for signature in ("text", "encoded"):
+    got = answer["nli"][signature]
+    np.testing.assert_allclose(np.array(got["probabilities"]), expected, atol=1e-5, rtol=0)
+    assert got["label_id"] == logits.argmax(axis=-1).tolist()
+    assert got["label"] == [LABELS[i] for i in got["label_id"]]
+  scores = _keras_outputs(exported, "sts", [(s, None) for s in SINGLES])
+  assert np.ptp(scores) > 0.05
+  for signature in ("text", "encoded"):
+    assert set(answer["sts"][signature]) == {"score"}
+    np.testing.assert_allclose(np.array(answer["sts"][signature]["score"]), scores, atol=1e-5, rtol=0)
+
+  # The warmup requests replay through the loaded model, giving what the model gives on those texts.
+  for name in ("nli", "sts"):
+    warmup = answer[name]["warmup"]
+    assert len(warmup) == 3
+    for replay in warmup:
+      s1 = replay["inputs"]["sentence1"]
+      texts = list(zip(s1, replay["inputs"].get("sentence2", [None] * len(s1))))
+      outputs = _keras_outputs(exported, name, texts)
+      if name == "nli":
+        np.testing.assert_allclose(np.array(replay["outputs"]["probabilities"]), softmax(outputs), atol=1e-5)
+      else:
+        np.testing.assert_allclose(np.array(replay["outputs"]["score"]), outputs, atol=1e-5)
+
+
+# -- Malformed requests: errors or truncation, never a crash --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loaded_nli(exported):
+  import tensorflow_text  # noqa: F401
+
+  return tf.saved_model.load(exported["nli"][2])
+
+
+def test_text_signature_rejects_missing_inputs_and_wrong_dtypes(loaded_nli):
+  text = loaded_nli.signatures["serving_default"]
+  with pytest.raises(TypeError, match="sentence2"):
+    text(sentence1=tf.constant(["a dog"]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="expected to be a string tensor"):
+    text(sentence1=tf.constant([1]), sentence2=tf.constant([2]))
+  with pytest.raises(tf.errors.InvalidArgumentError):  # a scalar, not a batch
+    text(sentence1=tf.constant("a dog"), sentence2=tf.constant("a cat"))
+
+
+def test_text_signature_rejects_batches_of_different_sizes(loaded_nli):
+  text = loaded_nli.signatures["serving_default"]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="sentence1 and sentence2 must hold the same number"):
+    text(sentence1=tf.constant(["a dog", "a cat"]), sentence2=tf.constant(["the mat"]))
+
+
+def test_empty_text_and_empty_batches(loaded_nli, exported):
+  cls, sep = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
+  features = loaded_nli.encode_text(tf.constant(["", "dog"]), tf.constant(["", ""]))
+  assert features["input_ids"].numpy().tolist() == [[cls, sep, sep] + [0] * (T - 3),
+                                                    [cls, VOCAB.index("dog"), sep, sep] + [0] * (T - 4)]
+  assert features["segment_ids"].numpy()[0].tolist() == [0, 0, 1] + [0] * (T - 3)
+  text = loaded_nli.signatures["serving_default"]
+  empty = text(sentence1=tf.constant([], tf.string), sentence2=tf.constant([], tf.string))
+  assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
+
+
+def test_long_text_is_truncated_to_max_seq_length(loaded_nli, exported):
+  long_a, long_b = "the dog " * 300, "cat " * 200
+  features = loaded_nli.encode_text(tf.constant([long_a]), tf.constant([long_b]))
+  expected = keras_features(exported["vocab"], exported["nli"][1], [(long_a, long_b)])
+  for name in INPUT_NAMES:
+    assert features[name].numpy().tolist() == expected[name].tolist()
+  assert features["input_mask"].numpy().tolist() == [[1] * T]
+  assert features["input_ids"].numpy()[0, -1] == VOCAB.index("[SEP]")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"input_ids": [[2, len(VOCAB), 3]]}, f"input_ids must be < vocab_size={len(VOCAB)}"),
+    ({"input_ids": [[2, -1, 3]]}, "input_ids must be >= 0"),
+    ({"segment_ids": [[0, 2, 0]]}, "segment_ids must be < type_vocab_size=2"),
+    ({"input_mask": [[1, 1]]}, "input_mask must have the shape of input_ids"),
+    ({"segment_ids": [[0, 0, 0], [0, 0, 0]]}, "segment_ids must have the shape of input_ids"),
+    ({"input_mask": [[1, 2, 1]]}, "input_mask must be 0 or 1"),
+    ({name: [[1] * (MAX_POSITIONS + 1)] for name in ("input_ids", "input_mask")} | {
+        "segment_ids": [[0] * (MAX_POSITIONS + 1)]}, f"at most max_position_embeddings={MAX_POSITIONS}"),
+    ({name: np.zeros([1, 0], np.int32) for name in INPUT_NAMES}, "at least one token"),
+])
+def test_encoded_signature_validates_in_graph(loaded_nli, change, message):
+  encoded = loaded_nli.signatures["encoded"]
+  inputs = {"input_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]} | change
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    encoded(**{k: tf.constant(v, tf.int32) for k, v in inputs.items()})
+
+
+def test_encoded_signature_accepts_any_length_up_to_max_position_embeddings(loaded_nli, exported):
+  encoded = loaded_nli.signatures["encoded"]
+  ids = [[2] + [VOCAB.index("dog")] * (MAX_POSITIONS - 2) + [3]]
+  inputs = {"input_ids": ids, "input_mask": [[1] * MAX_POSITIONS], "segment_ids": [[0] * MAX_POSITIONS]}
+  got = encoded(**{k: tf.constant(v, tf.int32) for k, v in inputs.items()})["probabilities"].numpy()
+  logits = exported["nli"][0]({k: np.array(v, np.int32) for k, v in inputs.items()}, training=False).numpy()
+  np.testing.assert_allclose(got, softmax(logits), atol=1e-5)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="expected to be a int32 tensor"):
+    encoded(**{k: tf.constant(v, tf.int64) for k, v in inputs.items()})
+
+
+# -- saved_model_cli ------------------------------------------------------------------------------------------
+
+
+def _saved_model_cli(args, with_tf_text: bool = False, tmp_path=None) -> subprocess.CompletedProcess:
+  """TensorFlow's saved_model_cli (the venv's console script), or the same `main` after importing
+  tensorflow_text (serving.SAVED_MODEL_CLI_WITH_TF_TEXT)."""
+  script = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  if with_tf_text:
+    command = [sys.executable, "-I", "-c", serving.SAVED_MODEL_CLI_WITH_TF_TEXT, *args]
+  elif os.path.exists(script):
+    command = [script, *args]
+  else:
+    command = [sys.executable, "-I", "-m", "tensorflow.python.tools.saved_model_cli", *args]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300,
+                        cwd=str(tmp_path) if tmp_path else None)
+
+
+@pytest.mark.slow
+def test_saved_model_cli_show_lists_both_signatures(exported):
+  result = _saved_model_cli(["show", "--dir", exported["nli"][2], "--all"])
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = result.stdout
+  for needle in ("signature_def['serving_default']", "signature_def['encoded']", "inputs['sentence1']",
+                 "inputs['sentence2']", "inputs['input_ids']", "outputs['probabilities']", "outputs['label']"):
+    assert needle in out
+  # It lists the concrete functions by loading the model, which needs the tf-text ops; it says so and goes on.
+  assert "could not be listed due to the existence of custom ops" in out
+
+
+@pytest.mark.slow
+def test_saved_model_cli_run_needs_tensorflow_text_even_for_the_encoded_signature(exported):
+  args = ["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def", "encoded",
+          "--input_exprs", "input_ids=[[2,7,3]];input_mask=[[1,1,1]];segment_ids=[[0,0,0]]"]
+  result = _saved_model_cli(args)
+  assert result.returncode != 0
+  assert "Op type not registered 'RegexSplitWithOffsets'" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signature", ["serving_default", "encoded"])
+def test_saved_model_cli_runs_with_tensorflow_text_imported(exported, tmp_path, signature):
+  """saved_model_cli runs the graph in a TF1 Session with the checkpoint's restore op - TF Serving's way of
+  loading - so this also checks that every variable the signatures read is restored that way."""
+  texts = [("The dog sat.", "a b"), ("", "Fox!")]
+  features = keras_features(exported["vocab"], exported["nli"][1], texts)
+  if signature == "serving_default":
+    exprs = f"sentence1={[a for a, _ in texts]!r};sentence2={[b for _, b in texts]!r}"
+  else:
+    exprs = ";".join(f"{name}={features[name].tolist()!r}" for name in INPUT_NAMES)
+  outdir = tmp_path / "out"
+  result = _saved_model_cli(["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def",
+                             signature, "--input_exprs", exprs, "--outdir", str(outdir)], with_tf_text=True,
+                            tmp_path=tmp_path)
+  assert result.returncode == 0, result.stderr[-3000:]
+  expected = softmax(exported["nli"][0](features, training=False).numpy())
+  np.testing.assert_allclose(np.load(outdir / "probabilities.npy"), expected, atol=1e-5, rtol=0)
+  assert np.load(outdir / "label_id.npy").tolist() == expected.argmax(axis=-1).tolist()
