@@ -79,6 +79,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--train_batch_size", type=int, default=32)
   parser.add_argument("--warmup_proportion", type=float, default=0.1)
   parser.add_argument("--num_threads", type=int, default=2, help="CPU threads for each implementation.")
+  parser.add_argument("--ours_optimizer", default="adamw", choices=["adamw", "adamw_bias_corrected"],
+                      help="Our --optimizer: google-research's AdamW (no bias correction), or AdamW with Adam's "
+                           "bias correction, as the peer's torch.optim.AdamW.")
   parser.add_argument("--glue_dir", default=os.path.join(os.path.dirname(REPO), "shared", "data", "glue"),
                       help="Folder with <TASK>/{train,dev}.tsv (default <repo>/../shared/data/glue).")
   parser.add_argument("--model_dir", default=None,
@@ -230,6 +233,8 @@ def run_ours(args, task: str, seed: int, converted: str, model_dir: str, env: di
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.num_train_epochs}",
              f"--warmup_proportion={args.warmup_proportion}", f"--seed={seed}",
              "--distribution_strategy=one_device", f"--output_dir={output_dir}"]
+  if args.ours_optimizer != "adamw":
+    command.append(f"--optimizer={args.ours_optimizer}")
   if args.max_train_examples:  # Only when asked, so that a full run needs no flag beyond google-research's.
     command.append(f"--max_train_examples={args.max_train_examples}")
   run = run_logged(command, env, os.path.join(args.work_dir, "logs", f"ours_{task}_seed{seed}.log"),
@@ -353,7 +358,8 @@ def markdown(summary: dict[str, Any]) -> str:
   rows.append(f"Metrics in percent on dev, mean over seeds {seeds} (± = standard deviation over seeds, "
               f"ours / peer). lr {settings['learning_rate']}, {settings['num_train_epochs']} epochs, batch "
               f"{settings['train_batch_size']}, max_seq_length {settings['max_seq_length']}, "
-              f"{settings['num_threads']} threads each; load average before/after "
+              f"{settings['num_threads']} threads each; our optimizer {settings.get('ours_optimizer', 'adamw')}; "
+              "load average before/after "
               f"{summary['machine']['loadavg_before']} / {summary['machine']['loadavg_after']}. "
               "CPU use = process CPU seconds / wall seconds.")
   return "\n".join(rows) + "\n"
@@ -404,7 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       "versions": {"ours": f"bert_tf {version('bert_tf')} / tensorflow {version('tensorflow')}",
                    "peer": f"transformers {version('transformers')} / torch {version('torch')}",
                    "python": platform.python_version()},
-      "settings": {"tasks": args.tasks, "seeds": args.seeds, "learning_rate": args.learning_rate,
+      "settings": {"tasks": args.tasks, "ours_optimizer": args.ours_optimizer, "seeds": args.seeds,
+                   "learning_rate": args.learning_rate,
                    "num_train_epochs": args.num_train_epochs, "max_seq_length": args.max_seq_length,
                    "train_batch_size": args.train_batch_size, "warmup_proportion": args.warmup_proportion,
                    "weight_decay": 0.01, "adam_epsilon": 1e-6, "clip_norm": 1.0, "dropout": 0.1,

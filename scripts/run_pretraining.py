@@ -39,7 +39,9 @@ flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (when --tpu_nam
 flags.DEFINE_enum("distribution_strategy", "mirrored", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
                   "How to distribute: see docs/pretraining.md.")
 flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (google-research's) or LAMB.")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adamw_bias_corrected", "lamb"],
+                  "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
+                  "torch.optim.AdamW and the TF Model Garden), or LAMB.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_float16", "mixed_bfloat16"], "Compute precision.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size / this "

@@ -11,21 +11,23 @@ LR = 0.01
 WD = 0.01
 
 
-def _reference_adamw(params, grads_per_step, lrs, decay_flags, clip_norm=1.0, b1=0.9, b2=0.999, eps=1e-6):
-  """google-research AdamWeightDecayOptimizer in numpy: no bias correction, decay added before the lr."""
+def _reference_adamw(params, grads_per_step, lrs, decay_flags, clip_norm=1.0, b1=0.9, b2=0.999, eps=1e-6,
+                     bias_correction=False):
+  """google-research AdamWeightDecayOptimizer in numpy: no bias correction, decay added before the lr. With
+  `bias_correction`, Kingma & Ba's efficient form (their section 2): lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)."""
   params = [p.astype(np.float64).copy() for p in params]
   m = [np.zeros_like(p) for p in params]
   v = [np.zeros_like(p) for p in params]
-  for grads, lr in zip(grads_per_step, lrs):
+  for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+    lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) if bias_correction else lr
     norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
     grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
     for i, g in enumerate(grads):
       m[i] = b1 * m[i] + (1 - b1) * g
       v[i] = b2 * v[i] + (1 - b2) * g * g
-      update = m[i] / (np.sqrt(v[i]) + eps)
       if decay_flags[i]:
-        update = update + WD * params[i]
-      params[i] = params[i] - lr * update
+        params[i] = params[i] - lr * WD * params[i]
+      params[i] = params[i] - lr_t * m[i] / (np.sqrt(v[i]) + eps)
   return params
 
 
@@ -62,7 +64,7 @@ def _run(optimizer, variables, grads_per_step):
   return [v.numpy() for v in variables]
 
 
-@pytest.mark.parametrize("name", ["adamw", "lamb"])
+@pytest.mark.parametrize("name", ["adamw", "adamw_bias_corrected", "lamb"])
 def test_update_matches_reference_equations(name):
   rng = np.random.default_rng(0)
   variables = _variables(rng)
@@ -72,13 +74,14 @@ def test_update_matches_reference_equations(name):
   schedule = optimization.WarmupLinearDecay(LR, num_train_steps=10, num_warmup_steps=2)
   lrs = [float(schedule(t)) for t in range(3)]
   assert lrs == pytest.approx([0.0, 0.005, 0.008])
-  cls = optimization.AdamWeightDecay if name == "adamw" else optimization.Lamb
-  opt = cls(learning_rate=schedule, weight_decay_rate=WD)
+  opt = optimization.create_optimizer(name, LR, num_train_steps=10, num_warmup_steps=2, weight_decay_rate=WD)
   got = _run(opt, variables, grads_per_step)
   flags = [True, False, False, False]
   assert [bool(d) for d in opt._decays] == flags
-  reference = _reference_adamw if name == "adamw" else _reference_lamb
-  want = reference(initial, grads_per_step, lrs, flags)
+  if name == "lamb":
+    want = _reference_lamb(initial, grads_per_step, lrs, flags)
+  else:
+    want = _reference_adamw(initial, grads_per_step, lrs, flags, bias_correction=name == "adamw_bias_corrected")
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
   assert int(opt.iterations) == 3

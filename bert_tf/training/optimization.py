@@ -26,7 +26,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-OPTIMIZERS = ("adamw", "lamb")
+# "adamw_bias_corrected": AdamW with Adam's bias correction, as torch.optim.AdamW, Hugging Face and the TF Model
+# Garden have it. Without the correction (google-research) early updates are larger: at step t the update is
+# (1 - beta_1^t) / sqrt(1 - beta_2^t) times the corrected one, 5.3x at step 34, 1.8x at step 343.
+OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
 
 
 def decays(variable) -> bool:
@@ -124,8 +127,12 @@ class AdamWeightDecay(_ClippedOptimizer):
   """google-research's AdamWeightDecayOptimizer (see the module docstring for the equations)."""
 
   def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-               clip_norm=1.0, name="adam_weight_decay", **kwargs):
+               clip_norm=1.0, bias_correction: bool = False, name="adam_weight_decay", **kwargs):
     super().__init__(learning_rate, weight_decay_rate, clip_norm, name, beta_1, beta_2, epsilon, **kwargs)
+    self.bias_correction = bool(bias_correction)
+
+  def get_config(self):
+    return {**super().get_config(), "bias_correction": self.bias_correction}
 
   def update_step(self, gradient, variable, learning_rate):
     i = self._get_variable_index(variable)
@@ -136,9 +143,14 @@ class AdamWeightDecay(_ClippedOptimizer):
     # TensorFlow's fused Adam kernel does the moments and the step in one pass over memory (2.5x faster than
     # the same arithmetic as separate ops on CPU). It scales lr by sqrt(1 - beta_2^t) / (1 - beta_1^t); powers
     # of 0 make that 1: no bias correction, as the reference.
+    if self.bias_correction:
+      t = tf.cast(self.iterations + 1, lr.dtype)  # `iterations` counts the updates already applied.
+      powers = tf.pow(tf.constant(self.beta_1, lr.dtype), t), tf.pow(tf.constant(self.beta_2, lr.dtype), t)
+    else:
+      powers = tf.zeros([], lr.dtype), tf.zeros([], lr.dtype)
     tf.raw_ops.ResourceApplyAdam(
-        var=_handle(variable), m=_handle(self._m[i]), v=_handle(self._v[i]), beta1_power=tf.zeros([], lr.dtype),
-        beta2_power=tf.zeros([], lr.dtype), lr=lr, beta1=tf.constant(self.beta_1, lr.dtype),
+        var=_handle(variable), m=_handle(self._m[i]), v=_handle(self._v[i]), beta1_power=powers[0],
+        beta2_power=powers[1], lr=lr, beta1=tf.constant(self.beta_1, lr.dtype),
         beta2=tf.constant(self.beta_2, lr.dtype), epsilon=tf.constant(self.epsilon, lr.dtype),
         grad=tf.cast(gradient, variable.dtype))
 
@@ -179,8 +191,11 @@ def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"--optimizer={optimizer!r}: choose one of {OPTIMIZERS}")
   schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
-  cls = AdamWeightDecay if optimizer == "adamw" else Lamb
-  opt = cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
+  if optimizer == "lamb":
+    opt = Lamb(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
+  else:
+    opt = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
+                          bias_correction=optimizer == "adamw_bias_corrected")
   if dtype == "mixed_float16":
     opt = keras.optimizers.LossScaleOptimizer(opt)
   return opt
