@@ -114,3 +114,26 @@ def test_prediction_on_two_replicas_keeps_order_and_drops_padding(tmp_path):
   for name in ("one_device", "mirrored"):
     np.testing.assert_allclose(out[name]["outputs"], out[name]["direct"], atol=1e-5)
     assert np.asarray(out[name]["outputs"]).shape == (11, 3)
+
+
+def test_encoder_savedmodel_runs_in_a_session_loader_like_tf_serving(tmp_path):
+  """`saved_model_cli run` restores variables the way TF Serving does (a Session and the checkpoint's restore
+  op); Keras 3 variables exported through the model would be left uninitialised (keras-team/keras#20095)."""
+  import subprocess
+  import sys
+
+  config = th.tiny_bert_config()
+  encoder = BertEncoder(config)
+  handoff.export_encoder(encoder, config, str(tmp_path))
+  features = {"input_ids": np.array([[2, 7, 9, 3]], np.int32), "input_mask": np.ones([1, 4], np.int32),
+              "segment_ids": np.zeros([1, 4], np.int32)}
+  for name, value in features.items():
+    np.save(tmp_path / f"{name}.npy", value)
+  inputs = ";".join(f"{name}={tmp_path / name}.npy" for name in features)
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  done = subprocess.run([cli, "run", "--dir", str(tmp_path / "encoder_savedmodel"), "--tag_set", "serve",
+                         "--signature_def", "serving_default", "--inputs", inputs, "--outdir",
+                         str(tmp_path / "cli_out")], capture_output=True, text=True, env=th.python_env())
+  assert done.returncode == 0, done.stderr[-2000:]
+  pooled = np.load(tmp_path / "cli_out" / "pooled_output.npy")
+  np.testing.assert_allclose(pooled, encoder(features)["pooled_output"].numpy(), atol=1e-5)

@@ -17,7 +17,9 @@ def test_main_job_runs_every_stage(tmp_path):
   assert summary["vocab"]["size"] <= 800 and summary["vocab"]["unk_rate"] < 1e-3
   assert summary["records"]["instances"] > 500
   assert sorted(os.listdir(tmp_path / "records")) == [
-      "pretrain-00-of-02.tfrecord", "pretrain-01-of-02.tfrecord", "pretrain.stats.json"]
+      "documents", "pretrain-00-of-02.tfrecord", "pretrain-01-of-02.tfrecord", "pretrain.stats.json"]
+  assert sorted(os.listdir(tmp_path / "records" / "documents")) == [
+      "dev.tfrecord", "dev.tfrecord.json", "train.tfrecord", "train.tfrecord.json"]
   assert json.load(open(tmp_path / "work" / "summary.json"))["records"]["instances"] == summary["records"]["instances"]
   text = "\n".join(said)
   assert text.count("--- instance") == 2 and "[MASK](" in text
