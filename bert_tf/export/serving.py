@@ -53,7 +53,8 @@ from bert_tf import fileio
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import requests as serving_requests
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification import BertClassifier, ClassifierSpec, encode_graph, load_classifier
+from bert_tf.tasks.classification import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
+                                          load_classifier)
 
 SERVING_SIGNATURE = "serving_default"
 ENCODED_SIGNATURE = "encoded"
@@ -156,15 +157,6 @@ class _ClassifierServer(tf.Module):
     label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.
     return {"probabilities": tf.nn.softmax(outputs, axis=-1), "label_id": label_id,
             "label": tf.gather(self._labels, label_id)}
-
-
-def _float32_copy(model: BertClassifier) -> BertClassifier:
-  """A float32 classifier with `model`'s weights: mixed-precision training must not put half types into the
-  served graph (TF Serving's clients expect float32, and CPUs serve float16 slowly)."""
-  copy = BertClassifier(model.config, model.num_labels, dropout=model.dropout_rate, dtype="float32")
-  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  copy.set_weights(model.get_weights())
-  return copy
 
 
 def next_version(model_dir: str) -> int:
@@ -341,7 +333,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
     raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
                      f"{model.config.max_position_embeddings}")
   warmup = _warmup_instances(spec, warmup_texts)
-  server = _ClassifierServer(_float32_copy(model), spec, vocab_file)
+  server = _ClassifierServer(float32_copy(model), spec, vocab_file)
   vocab_size = server.tokenizer.vocab_size
   if vocab_size > model.config.vocab_size:
     raise ValueError(f"{vocab_file} has {vocab_size} tokens but the model's vocab_size is "

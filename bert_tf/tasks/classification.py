@@ -31,7 +31,7 @@ import tensorflow_text as tf_text
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
-from bert_tf.model.encoder import INPUT_NAMES, BertEncoder, select_inputs
+from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
 from bert_tf.training import trainer
 
@@ -273,7 +273,7 @@ def encode_graph(tokenizer, text_a, text_b, max_seq_length: int) -> dict:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(keras.Model):
+class BertClassifier(BertConfigModel, keras.Model):
   """The encoder, then dropout and a dense layer on the pooled output.
 
   Args:
@@ -308,16 +308,7 @@ class BertClassifier(keras.Model):
     return logits[:, 0] if self.num_labels == 1 else logits
 
   def get_config(self) -> dict[str, Any]:
-    return {"name": self.name, "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "config": self.config.to_dict(), "num_labels": self.num_labels, "dropout": self.dropout_rate}
-
-  @classmethod
-  def from_config(cls, config: dict[str, Any]):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.get(config["dtype"])
-    return cls(**config)
+    return {**super().get_config(), "num_labels": self.num_labels, "dropout": self.dropout_rate}
 
 
 # -- Task -----------------------------------------------------------------------------------------------------
@@ -423,13 +414,20 @@ class ClassifierSpec:
     return not self.labels
 
 
+def float32_copy(model: BertClassifier) -> BertClassifier:
+  """A float32 classifier with `model`'s weights, outside any strategy scope: what is saved and exported,
+  whatever the policy of training (TF Serving's clients expect float32, and CPUs serve float16 slowly)."""
+  copy = BertClassifier(model.config, model.num_labels, dropout=model.dropout_rate, dtype="float32")
+  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  copy.set_weights(model.get_weights())
+  return copy
+
+
 def save_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, directory: str) -> str:
   """Writes a fine-tuned classifier (float32 weights, whatever the training policy) under `directory`."""
   from bert_tf.training import handoff
 
-  copy = BertClassifier(model.config, model.num_labels, dropout=model.dropout_rate, dtype="float32")
-  copy(dict(zip(INPUT_NAMES, [tf.zeros([1, 2], tf.int32)] * 3)))
-  copy.set_weights(model.get_weights())
+  copy = float32_copy(model)
 
   def build(path):
     tf.io.gfile.makedirs(path)
