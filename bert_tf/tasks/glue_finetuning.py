@@ -83,6 +83,11 @@ class ClassifierConfig:
     return task
 
   @property
+  def dynamic_padding_on(self) -> bool:
+    """--dynamic_padding, except on TPUs, which need static shapes."""
+    return self.dynamic_padding and self.finetuning.distribution_strategy != "tpu"
+
+  @property
   def searching(self) -> bool:
     return len(self.learning_rates) > 1 or self.num_restarts > 1
 
@@ -133,17 +138,22 @@ def _spec(config: ClassifierConfig, task: glue.GlueTask) -> classification.Class
                                        config.do_lower_case)
 
 
-def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
-              say) -> tuple[dict[str, float], np.ndarray]:
+def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
+                   batch_size: int, say) -> tuple[list, np.ndarray, float]:
+  """A split's examples, the model's float32 outputs on them (in order) and the seconds prediction took."""
   info, examples = feature_file(config, task, split, tokenizer, say)
-  batch = finetuning.eval_batch_size_for(config.finetuning.eval_batch_size, strategy)
   dataset = classification.classifier_dataset(
-      info.path, batch, config.max_seq_length, task.is_regression, is_training=False,
-      dynamic_padding=config.dynamic_padding and config.finetuning.distribution_strategy != "tpu",
-      pad_to_batch=True)
+      info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
+      is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
   start = time.perf_counter()
   outputs = finetuning.predict(model, dataset, strategy)
-  seconds = time.perf_counter() - start
+  return examples, outputs, time.perf_counter() - start
+
+
+def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
+              say) -> tuple[dict[str, float], np.ndarray]:
+  examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
+                                              config.finetuning.eval_batch_size, say)
   predictions, _ = classification.predictions_from_outputs(outputs, task.is_regression)
   labels = [glue.label_to_id(task, e.label) for e in examples]
   values = metrics.glue_metrics(task, predictions, np.asarray(labels))
@@ -185,8 +195,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     info, _ = feature_file(config, task, "train", tokenizer, say)
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-        dynamic_padding=config.dynamic_padding and ft.distribution_strategy != "tpu",
-        length_multiple=8 if ft.jit_compile else 1)
+        dynamic_padding=config.dynamic_padding_on, length_multiple=8 if ft.jit_compile else 1)
     start = time.perf_counter()
     run, result = finetuning.train(cls_task, ft, info.num_examples, strategy)
     seconds = time.perf_counter() - start
@@ -243,13 +252,8 @@ def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy,
   """Test predictions: <TASK>.tsv (GLUE submission format) and test_results.tsv (probabilities) per split."""
   written = []
   for split in task.test_splits():
-    info, examples = feature_file(config, task, split, tokenizer, say)
-    batch = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
-    dataset = classification.classifier_dataset(
-        info.path, batch, config.max_seq_length, task.is_regression, is_training=False,
-        dynamic_padding=config.dynamic_padding and config.finetuning.distribution_strategy != "tpu",
-        pad_to_batch=True)
-    outputs = finetuning.predict(model, dataset, strategy)
+    examples, outputs, _ = _predict_split(model, config, task, strategy, tokenizer, split,
+                                          config.finetuning.predict_batch_size, say)
     predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
     if not distribute.is_chief(strategy):
       continue

@@ -20,7 +20,7 @@ from absl import logging
 from bert_tf.config import BertConfig
 from bert_tf.training import distribute, handoff, optimization, trainer
 
-DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+DTYPES = trainer.DTYPES
 
 
 @dataclasses.dataclass
@@ -58,23 +58,11 @@ class FinetuningConfig:
                  "keep_checkpoint_max", "steps_per_loop", "log_steps", "gradient_accumulation_steps"):
       if getattr(self, name) < 1:
         raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
-    if self.learning_rate <= 0:
-      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
     if self.num_train_epochs <= 0:
       raise ValueError(f"--num_train_epochs={self.num_train_epochs}: must be > 0")
     if not 0 <= self.warmup_proportion <= 1:
       raise ValueError(f"--warmup_proportion={self.warmup_proportion}: must be in [0, 1]")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"--dtype={self.dtype!r}: choose one of {DTYPES}")
-    if self.dtype == "mixed_float16" and self.distribution_strategy == "tpu":
-      raise ValueError("--dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use --dtype=mixed_bfloat16")
-    if self.optimizer not in optimization.OPTIMIZERS:
-      raise ValueError(f"--optimizer={self.optimizer!r}: choose one of {optimization.OPTIMIZERS}")
-    if self.distribution_strategy not in distribute.STRATEGIES:
-      raise ValueError(f"--distribution_strategy={self.distribution_strategy!r}: choose one of "
-                       f"{distribute.STRATEGIES}")
-    if self.seed < 0:
-      raise ValueError(f"--seed={self.seed}: must be >= 0")
+    trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
 
   def train_steps(self, num_train_examples: int) -> tuple[int, int]:
     """(optimizer steps, warmup steps) for `num_train_examples` examples: google-research's arithmetic,

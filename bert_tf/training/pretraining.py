@@ -17,7 +17,7 @@ from absl import logging
 from bert_tf.config import BertConfig
 from bert_tf.training import distribute, handoff, inputs, optimization, trainer
 
-DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+DTYPES = trainer.DTYPES
 
 
 @dataclasses.dataclass
@@ -66,18 +66,9 @@ class PretrainingConfig:
     if not 0 <= self.num_warmup_steps <= self.num_train_steps:
       raise ValueError(f"--num_warmup_steps={self.num_warmup_steps}: must be in [0, --num_train_steps="
                        f"{self.num_train_steps}]")
-    if self.learning_rate <= 0:
-      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
-    if self.dtype not in DTYPES:
-      raise ValueError(f"--dtype={self.dtype!r}: choose one of {DTYPES}")
-    if self.dtype == "mixed_float16" and self.distribution_strategy == "tpu":
-      raise ValueError("--dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use --dtype=mixed_bfloat16")
-    if self.optimizer not in optimization.OPTIMIZERS:
-      raise ValueError(f"--optimizer={self.optimizer!r}: choose one of {optimization.OPTIMIZERS}")
+    trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
     if self.dynamic_masking and not self.vocab_file:
       raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
-    if self.seed < 0:
-      raise ValueError(f"--seed={self.seed}: must be >= 0")
 
   def trainer_config(self) -> trainer.TrainerConfig:
     return trainer.TrainerConfig(
