@@ -11,7 +11,11 @@ the embedded corpus repeated to about 1 million words, dupe_factor 10, the refer
   ours-2w      our default sharded mode, two workers
 and the sharded mode's peak memory on corpora of growing size, which must stay flat.
 
-  python bench/bench_create_pretraining_data.py [--repeat=16] [--dupe_factor=10] [--skip_reference]
+The four runs are repeated in interleaved rounds (`--rounds`, default 3): on a shared virtual machine the same
+work takes from 1x to 1.5x its best wall time from one minute to the next (seen here), and interleaving puts those
+swings on every run alike. Reported per run: the best (least disturbed) time, the median, and every round's.
+
+  python bench/bench_create_pretraining_data.py [--repeat=16] [--dupe_factor=10] [--rounds=3] [--skip_reference]
 """
 
 import argparse
@@ -98,6 +102,7 @@ def main():
   parser.add_argument("--repeat", type=int, default=16, help="Copies of the embedded corpus (~65k words each).")
   parser.add_argument("--dupe_factor", type=int, default=10)
   parser.add_argument("--skip_reference", action="store_true")
+  parser.add_argument("--rounds", type=int, default=3, help="Interleaved repetitions of the four runs.")
   parser.add_argument("--no_verify", action="store_true", help="Skip comparing ours-ref with the reference.")
   parser.add_argument("--memory_repeats", default="4,16,32", help="Corpus sizes for the flat-memory check.")
   args = parser.parse_args()
@@ -125,7 +130,7 @@ def main():
             f"--dupe_factor={args.dupe_factor}", "--max_seq_length=128", "--max_predictions_per_seq=20",
             "--random_seed=12345"]
   ours = [sys.executable, os.path.join(REPO, "scripts", "create_pretraining_data.py")]
-  runs = {}
+  commands = {}
   if not args.skip_reference:
     # The reference, fetched from the registry into the temporary folder at run time.
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "bert-tensorflow==1.0.4",
@@ -134,25 +139,38 @@ def main():
     ref_dir = os.path.join(work, "reference")
     zipfile.ZipFile(os.path.join(work, wheel)).extractall(ref_dir)
     out = os.path.join(work, "ref.tfrecord")
-    runs["reference"] = (measure([sys.executable, "-m", "bert.create_pretraining_data", *common,
-                                  f"--output_file={out}"], env={"PYTHONPATH": ref_dir}), [out])
+    commands["reference"] = ([sys.executable, "-m", "bert.create_pretraining_data", *common,
+                              f"--output_file={out}"], {"PYTHONPATH": ref_dir}, out)
   for name, extra in [("ours-ref", ["--reference_compatible"]), ("ours-1w", ["--num_workers=1"]),
                       ("ours-2w", ["--num_workers=2"])]:
     out = os.path.join(work, f"{name}.tfrecord")
-    runs[name] = (measure([*ours, *common, f"--output_file={out}", *extra]), [out])
+    commands[name] = ([*ours, *common, f"--output_file={out}", *extra], None, out)
+  times = {name: [] for name in commands}
+  peaks = {name: [] for name in commands}
+  for round_index in range(args.rounds):
+    for name, (cmd, env, _) in commands.items():
+      elapsed, peak_mb, _ = measure(cmd, env=env)
+      times[name].append(elapsed)
+      peaks[name].append(peak_mb)
+      print(f"round {round_index + 1}/{args.rounds} {name}: {elapsed:.1f} s, peak {peak_mb:.0f} MB", flush=True)
 
   results = []
   reference_rate = None
-  for name, ((elapsed, peak_mb, _), outputs) in runs.items():
-    n = count_records(outputs)
-    rate = n / elapsed
+  for name, (_, _, out) in commands.items():
+    n = count_records([out])
+    best, median = min(times[name]), sorted(times[name])[len(times[name]) // 2]
+    rate = n / best
     if name == "reference":
       reference_rate = rate
-    results.append(dict(run=name, instances=n, seconds=round(elapsed, 1), instances_per_s=round(rate),
-                        peak_rss_mb=round(peak_mb), speedup=None))
+    results.append(dict(run=name, instances=n, seconds=round(best, 1), median_seconds=round(median, 1),
+                        all_seconds=[round(t, 1) for t in times[name]], instances_per_s=round(rate),
+                        median_instances_per_s=round(n / median), peak_rss_mb=round(max(peaks[name])),
+                        speedup=None, median_speedup=None))
   for row in results:
     if reference_rate:
       row["speedup"] = round(row["instances_per_s"] / reference_rate, 2)
+      ref_median = next(r["median_instances_per_s"] for r in results if r["run"] == "reference")
+      row["median_speedup"] = round(row["median_instances_per_s"] / ref_median, 2)
 
   memory = []
   for repeat in (int(r) for r in args.memory_repeats.split(",")):
@@ -162,16 +180,19 @@ def main():
     memory.append(dict(words=len(text.split()) * repeat, seconds=round(elapsed, 1), peak_rss_mb=round(peak_mb)))
 
   identical = None
-  if "reference" in runs and not args.no_verify:
-    identical = same_records(runs["reference"][1][0], runs["ours-ref"][1][0])
-  report = dict(corpus_words=words, reference_compatible_records_identical=identical, dupe_factor=args.dupe_factor, cpu_count=os.cpu_count(), runs=results,
+  if "reference" in commands and not args.no_verify:
+    identical = same_records(commands["reference"][2], commands["ours-ref"][2])
+  report = dict(corpus_words=words, reference_compatible_records_identical=identical, dupe_factor=args.dupe_factor,
+                rounds=args.rounds, cpu_count=os.cpu_count(), runs=results,
                 sharded_1_worker_memory_by_corpus_size=memory)
   print(json.dumps(report, indent=2))
-  print("\n| run | instances | seconds | instances/s | × reference | peak RSS (MB) |")
+  print(f"\nbest of {args.rounds} interleaved rounds (median in brackets)")
+  print("| run | instances | seconds | instances/s | × reference | peak RSS (MB) |")
   print("|---|---|---|---|---|---|")
   for r in results:
-    print(f"| {r['run']} | {r['instances']:,} | {r['seconds']} | {r['instances_per_s']:,} | "
-          f"{r['speedup'] if r['speedup'] is not None else '-'} | {r['peak_rss_mb']:,} |")
+    speedup = "-" if r["speedup"] is None else f"{r['speedup']} ({r['median_speedup']})"
+    print(f"| {r['run']} | {r['instances']:,} | {r['seconds']} ({r['median_seconds']}) | "
+          f"{r['instances_per_s']:,} ({r['median_instances_per_s']:,}) | {speedup} | {r['peak_rss_mb']:,} |")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a sequence shorter tha
 flags.DEFINE_integer("num_workers", 1, "Worker processes (sharded mode).")
 flags.DEFINE_integer("num_shards", 0, "Number of corpus shards; 0 = one per --shard_size_mb of input text. The "
                      "output depends on the shard count, never on --num_workers.")
-flags.DEFINE_float("shard_size_mb", 1.0, "Target shard size when --num_shards=0.")
+flags.DEFINE_float("shard_size_mb", 0.5, "Target shard size when --num_shards=0.")
 flags.DEFINE_bool("reference_compatible", False, "One process over the whole corpus, giving the very records "
                   "google-research's script writes for the same seed (memory grows with the corpus).")
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (no masked_lm_* features); training "

@@ -183,3 +183,66 @@ def test_single_document_corpus_does_not_crash():
 def test_config_validation_names_the_flag(kwargs, flag):
   with pytest.raises(ValueError, match=flag):
     il.InstanceConfig(**kwargs).validate()
+
+
+# -- The three ways of drawing (compiled C, inline Python, the generator's methods) -----------------------------
+
+BACKENDS = ["inline", "methods"] + (["compiled"] if il._compiled is not None else [])
+
+
+def test_compiled_draws_are_built_and_chosen():
+  # `pip install -e .` compiles bert_tf/data/_draws.c (setup.py); this suite runs on such an install.
+  assert il._compiled is not None, "bert_tf.data._draws is not compiled: run pip install -e ."
+  assert il.BACKEND == "compiled"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_continues_the_generator_stream(backend):
+  ours, theirs = random.Random("odd seed"), random.Random("odd seed")
+  with il.Draws(ours, backend) as draws:
+    for n in (0, 1, 2, 5, 127, 4099):
+      a, b = list(range(n)), list(range(n))
+      draws.shuffle(a)
+      theirs.shuffle(b)
+      assert a == b
+    bounds = [(0, 0), (2, 125), (0, 30521), (-7, 7), (0, (1 << 32) - 2)]
+    assert [draws.randint(*ab) for ab in bounds] == [theirs.randint(*ab) for ab in bounds]
+    assert [draws.random() for _ in range(11)] == [theirs.random() for _ in range(11)]
+    # truncate_pair draws one random() per removed token: 10 + 4 - 5 = 9 of them.
+    bounds = draws.truncate_pair(10, 4, 5)
+    assert bounds[1] - bounds[0] + bounds[3] - bounds[2] == 5
+    for _ in range(9):
+      theirs.random()
+  # Released: the generator itself goes on from where the draws stopped.
+  assert [ours.random() for _ in range(700)] == [theirs.random() for _ in range(700)]
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_every_backend_makes_the_same_instances(monkeypatch, whole_word):
+  rng = random.Random(3)
+  documents = [[[rng.randint(5, 14) for _ in range(rng.randint(1, 9))] for _ in range(rng.randint(1, 7))]
+               for _ in range(13)]
+  config = il.InstanceConfig(max_seq_length=17, max_predictions_per_seq=4, dupe_factor=3, short_seq_prob=0.3,
+                             do_whole_word_mask=whole_word)
+  made = {}
+  for backend in BACKENDS:
+    monkeypatch.setattr(il, "BACKEND", backend)
+    seeded = random.Random(11)
+    made[backend] = (collect(documents, config, seeded), seeded.random())
+  expected = made.pop("methods")
+  assert len(expected[0]) > 40
+  for backend, got in made.items():
+    assert got == expected, backend
+
+
+@pytest.mark.skipif(il._compiled is None, reason="bert_tf.data._draws not compiled")
+def test_compiled_draws_reject_bad_arguments():
+  draws = il._compiled.Draws(random.Random(0).getstate()[1])
+  with pytest.raises(ValueError, match="empty range"):
+    draws.randint(3, 2)
+  with pytest.raises(OverflowError):
+    draws.randint(0, 1 << 32)
+  with pytest.raises(TypeError):
+    draws.shuffle((1, 2))
+  with pytest.raises(ValueError, match="625"):
+    il._compiled.Draws((1, 2, 3))

@@ -146,6 +146,7 @@ def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, small_corpu
   for a, b in zip(one, two):
     assert open(a, "rb").read() == open(b, "rb").read()
   assert stats1["instances"] == stats2["instances"] > 0
+  assert stats1["draws"] == stats2["draws"] == instances.BACKEND  # Workers draw as this process does.
   # Another shard count is another (equally valid) output.
   four, _ = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name="s4", num_shards=4, n_out=2)
   assert parsed_records(four) != parsed_records(one)

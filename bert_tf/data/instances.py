@@ -20,63 +20,140 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from itertools import chain
 from typing import Callable, Mapping, Sequence
+
+
+try:  # The compiled draws (setup.py builds them at `pip install`); optional, same output either way.
+  from bert_tf.data import _draws as _compiled
+except ImportError:  # Not compiled here: the pure-Python draws below are used.
+  _compiled = None
 
 
 class Draws:
   """The reference's random draws (`random`, `randint`, `shuffle` of a `random.Random`), with less overhead.
 
-  CPython's `shuffle` and `randint` are Python code that calls `getrandbits` through two more Python
-  functions; inlined here they cost about half as much, and they are about a third of the work per instance.
-  The inlined versions are used only for a plain `random.Random` whose own methods they were checked to
-  reproduce at import (`_INLINE_DRAWS_MATCH`); otherwise the methods themselves are called.
+  Three ways to draw the same numbers, the fastest that was checked at import to reproduce this interpreter's
+  `random.Random` exactly (`BACKEND`):
+    * "compiled": `bert_tf.data._draws` (C) continues the generator's stream from `rng.getstate()`; the advanced
+      state goes back into `rng` at `release()` (or at the end of a `with` block);
+    * "inline": CPython's `shuffle` and `randint` are Python code calling `getrandbits` through two more Python
+      functions; inlined here they cost about half as much;
+    * "methods": the generator's own methods (any other `random.Random` subclass, or no match).
+  Draw only through this object until it is released: `rng` does not advance before that.
   """
 
-  def __init__(self, rng: random.Random, inline: bool | None = None):
-    self.random = rng.random
-    if inline is None:
-      inline = type(rng) is random.Random and _INLINE_DRAWS_MATCH
-    if not inline:
-      self.randint, self.shuffle = rng.randint, rng.shuffle
-      return
+  def __init__(self, rng: random.Random, backend: str | None = None):
+    self._rng = rng
+    self._compiled = None
+    if backend is None:
+      backend = BACKEND if type(rng) is random.Random else "methods"
+    if backend == "compiled":
+      version, state, self._gauss_next = rng.getstate()
+      self._compiled = _compiled.Draws(state)
+      self.random, self.randint = self._compiled.random, self._compiled.randint
+      self.shuffle, self.truncate_pair = self._compiled.shuffle, self._compiled.truncate_pair
+    elif backend == "inline":
+      self._bind_inline(rng)
+    elif backend == "methods":
+      self.random, self.randint, self.shuffle = rng.random, rng.randint, rng.shuffle
+    else:
+      raise ValueError(f"unknown draws backend {backend!r}")
+
+  def release(self) -> None:
+    """Hands the stream back to `rng`: after this, `rng` and this object continue it alike."""
+    if self._compiled is not None:
+      version = self._rng.getstate()[0]
+      self._rng.setstate((version, self._compiled.state(), self._gauss_next))
+      self._compiled = None
+      self._bind_inline(self._rng)
+
+  def __enter__(self) -> "Draws":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.release()
+
+  def truncate_pair(self, len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int, int, int]:
+    """google-research's `truncate_seq_pair` on lengths: trims the longer side one token at a time, from the
+    front or the back at random, until the pair fits; returns (a_start, a_end, b_start, b_end)."""
+    draw = self.random
+    a_start, a_end, b_start, b_end = 0, len_a, 0, len_b
+    while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
+      if (a_end - a_start) > (b_end - b_start):
+        if draw() < 0.5:
+          a_start += 1
+        else:
+          a_end -= 1
+      else:
+        if draw() < 0.5:
+          b_start += 1
+        else:
+          b_end -= 1
+    return a_start, a_end, b_start, b_end
+
+  def _bind_inline(self, rng: random.Random) -> None:
     getrandbits = rng.getrandbits
+    bits = _BIT_LENGTHS  # n -> n.bit_length(): a list index is cheaper than the method call.
 
     def randint(a: int, b: int) -> int:
       n = b - a + 1
-      k = n.bit_length()
+      k = bits[n] if n < _TABLE_SIZE else n.bit_length()
       r = getrandbits(k)
       while r >= n:
         r = getrandbits(k)
       return a + r
 
     def shuffle(x: list) -> None:
-      for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = n.bit_length()
+      # CPython's Fisher-Yates: for i = len-1 .. 1, swap x[i] with x[r], r uniform in [0, i], drawn as
+      # getrandbits(bit_length(i + 1)) until below i + 1.
+      i = len(x)
+      # Long lists (documents, instances) are shuffled rarely; the table is for candidate positions.
+      while i >= _TABLE_SIZE:
+        i -= 1
+        k = (i + 1).bit_length()
         r = getrandbits(k)
-        while r >= n:
+        while r > i:
+          r = getrandbits(k)
+        x[i], x[r] = x[r], x[i]
+      for k in bits[i:1:-1]:  # bit_length(i + 1) for each i below, highest first.
+        i -= 1
+        r = getrandbits(k)
+        while r > i:
           r = getrandbits(k)
         x[i], x[r] = x[r], x[i]
 
-    self.randint, self.shuffle = randint, shuffle
+    self.random, self.randint, self.shuffle = rng.random, randint, shuffle
 
 
-def _inline_draws_match() -> bool:
-  """Whether `Draws` reproduces this Python's `random.Random` exactly (checked once, at import)."""
-  for seed in range(3):
-    draws, theirs = Draws(random.Random(seed), inline=True), random.Random(seed)
-    for n in (1, 2, 3, 7, 64, 129, 1000):
-      a, b = list(range(n)), list(range(n))
-      draws.shuffle(a)
-      theirs.shuffle(b)
-      if a != b or [draws.randint(0, m) for m in range(1, 300)] != [theirs.randint(0, m) for m in range(1, 300)]:
+_TABLE_SIZE = 1 << 12  # Covers every candidate list of a sequence (max_seq_length <= 4096).
+_BIT_LENGTHS = [n.bit_length() for n in range(_TABLE_SIZE)]
+
+
+def _backend_matches(backend: str) -> bool:
+  """Whether `Draws(..., backend)` reproduces this Python's `random.Random` exactly, hand-back included."""
+  try:
+    for seed in (0, 1, "bert_tf-shard:12345:3"):
+      ours, theirs = random.Random(seed), random.Random(seed)
+      with Draws(ours, backend) as draws:
+        for n in (0, 1, 2, 3, 7, 64, 129, 1000, _TABLE_SIZE - 1, _TABLE_SIZE, _TABLE_SIZE + 5):
+          a, b = list(range(n)), list(range(n))
+          draws.shuffle(a)
+          theirs.shuffle(b)
+          bounds = (*range(1, 300), 30521, (1 << 32) - 2)
+          if a != b or [draws.randint(0, m) for m in bounds] != [theirs.randint(0, m) for m in bounds]:
+            return False
+          if draws.randint(5, 5) != theirs.randint(5, 5) or draws.random() != theirs.random():
+            return False
+      if [ours.random() for _ in range(700)] != [theirs.random() for _ in range(700)]:
         return False
-      if draws.randint(5, 5) != theirs.randint(5, 5) or draws.random() != theirs.random():
-        return False
+  except Exception:  # A compiled module that misbehaves is not used.
+    return False
   return True
 
 
-_INLINE_DRAWS_MATCH = _inline_draws_match()
+BACKEND = next(b for b in ("compiled", "inline", "methods")
+               if b == "methods" or ((b != "compiled" or _compiled is not None) and _backend_matches(b)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,24 +225,35 @@ Document = Sequence[Sequence[int]]  # Sentences of token ids.
 
 
 def create_instances(documents: Sequence[Document], config: InstanceConfig, vocab: VocabIds,
-                     rng: random.Random, emit: Callable[[Instance], None]) -> None:
+                     rng: random.Random | Draws, emit: Callable[[Instance], None]) -> None:
   """Makes every instance of `dupe_factor` passes over `documents`, in the reference's order, calling `emit`.
 
   `documents` must already be shuffled by the caller with the same `rng` (the reference shuffles them first);
   the caller also shuffles the emitted instances with `rng` afterwards.
   """
-  draws = Draws(rng)
+  if not isinstance(rng, Draws):
+    with Draws(rng) as draws:
+      create_instances(documents, config, vocab, draws, emit)
+    return
   for _ in range(config.dupe_factor):
     for document_index in range(len(documents)):
-      create_instances_from_document(documents, document_index, config, vocab, draws, emit)
+      _create_instances_from_document(documents, document_index, config, vocab, rng, emit)
 
 
 def create_instances_from_document(documents: Sequence[Document], document_index: int,
                                    config: InstanceConfig, vocab: VocabIds, rng: random.Random | Draws,
                                    emit: Callable[[Instance], None]) -> None:
   """The instances of one document (see the module docstring)."""
-  if not isinstance(rng, Draws):
-    rng = Draws(rng)
+  if isinstance(rng, Draws):
+    _create_instances_from_document(documents, document_index, config, vocab, rng, emit)
+  else:
+    with Draws(rng) as draws:
+      _create_instances_from_document(documents, document_index, config, vocab, draws, emit)
+
+
+def _create_instances_from_document(documents: Sequence[Document], document_index: int,
+                                    config: InstanceConfig, vocab: VocabIds, rng: Draws,
+                                    emit: Callable[[Instance], None]) -> None:
   document = documents[document_index]
   max_num_tokens = config.max_seq_length - 3  # Room for [CLS], [SEP], [SEP].
   # Mostly fill the sequence (padding is wasted compute) but sometimes train on short ones, which are what
@@ -176,47 +264,50 @@ def create_instances_from_document(documents: Sequence[Document], document_index
 
   current_chunk: list[Sequence[int]] = []
   current_length = 0
+  num_sentences = len(document)
+  last_document = len(documents) - 1
+  draw, randint = rng.random, rng.randint
+  cls_id, sep_id = vocab.cls_id, vocab.sep_id
   i = 0
-  while i < len(document):
+  while i < num_sentences:
     segment = document[i]
     current_chunk.append(segment)
     current_length += len(segment)
-    if i == len(document) - 1 or current_length >= target_seq_length:
-      if current_chunk:
-        a_end = 1  # How many sentences of the chunk go into A.
-        if len(current_chunk) >= 2:
-          a_end = rng.randint(1, len(current_chunk) - 1)
-        tokens_a = [t for sentence in current_chunk[:a_end] for t in sentence]
+    if i == num_sentences - 1 or current_length >= target_seq_length:
+      chunk_size = len(current_chunk)
+      a_end = 1  # How many sentences of the chunk go into A.
+      if chunk_size >= 2:
+        a_end = randint(1, chunk_size - 1)
+      tokens_a = list(chain.from_iterable(current_chunk[:a_end]))
+      if chunk_size == 1 or draw() < 0.5:
+        is_random_next = True
+        target_b_length = target_seq_length - len(tokens_a)
+        # Ten tries to avoid this document; with a one-document corpus the last draw stands.
+        for _ in range(10):
+          random_document_index = randint(0, last_document)
+          if random_document_index != document_index:
+            break
+        random_document = documents[random_document_index]
         tokens_b: list[int] = []
-        if len(current_chunk) == 1 or rng.random() < 0.5:
-          is_random_next = True
-          target_b_length = target_seq_length - len(tokens_a)
-          # Ten tries to avoid this document; with a one-document corpus the last draw stands.
-          for _ in range(10):
-            random_document_index = rng.randint(0, len(documents) - 1)
-            if random_document_index != document_index:
-              break
-          random_document = documents[random_document_index]
-          random_start = rng.randint(0, len(random_document) - 1)
-          for j in range(random_start, len(random_document)):
-            tokens_b.extend(random_document[j])
-            if len(tokens_b) >= target_b_length:
-              break
-          # The chunk's sentences after A were not used: put them back for the next chunk.
-          i -= len(current_chunk) - a_end
-        else:
-          is_random_next = False
-          for sentence in current_chunk[a_end:]:
-            tokens_b.extend(sentence)
-        tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        for j in range(randint(0, len(random_document) - 1), len(random_document)):
+          tokens_b += random_document[j]
+          if len(tokens_b) >= target_b_length:
+            break
+        # The chunk's sentences after A were not used: put them back for the next chunk.
+        i -= chunk_size - a_end
+      else:
+        is_random_next = False
+        tokens_b = list(chain.from_iterable(current_chunk[a_end:]))
+      if len(tokens_a) + len(tokens_b) > max_num_tokens:
+        a0, a1, b0, b1 = rng.truncate_pair(len(tokens_a), len(tokens_b), max_num_tokens)
+        tokens_a, tokens_b = tokens_a[a0:a1], tokens_b[b0:b1]
 
-        input_ids = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
-        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-        instance = Instance(input_ids, segment_ids, [], [], is_random_next,
-                            forced_random_next=len(current_chunk) == 1)
-        if not config.dynamic_masking:
-          mask_tokens(instance, config, vocab, rng)
-        emit(instance)
+      instance = Instance([cls_id, *tokens_a, sep_id, *tokens_b, sep_id],
+                          [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1), [], [], is_random_next,
+                          forced_random_next=chunk_size == 1)
+      if not config.dynamic_masking:
+        _mask_tokens(instance, config, vocab, rng)
+      emit(instance)
       current_chunk = []
       current_length = 0
     i += 1
@@ -226,46 +317,32 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
                       rng: random.Random | Draws) -> tuple[list[int], list[int]]:
   """Trims the longer side one token at a time, from the front or the back at random, until the pair fits.
 
-  Keeps [start, end) bounds instead of deleting from the list front, so a very long line costs O(n), not
+  Works on [start, end) bounds instead of deleting from the list front, so a very long line costs O(n), not
   O(n^2); the draws are the reference's, one per removed token.
   """
-  a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
-  while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
-    if (a_end - a_start) > (b_end - b_start):
-      if rng.random() < 0.5:
-        a_start += 1
-      else:
-        a_end -= 1
-    else:
-      if rng.random() < 0.5:
-        b_start += 1
-      else:
-        b_end -= 1
+  if isinstance(rng, Draws):
+    a_start, a_end, b_start, b_end = rng.truncate_pair(len(tokens_a), len(tokens_b), max_num_tokens)
+  else:
+    with Draws(rng) as draws:
+      a_start, a_end, b_start, b_end = draws.truncate_pair(len(tokens_a), len(tokens_b), max_num_tokens)
   return tokens_a[a_start:a_end], tokens_b[b_start:b_end]
 
 
 def mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds,
                 rng: random.Random | Draws) -> None:
   """Chooses and applies the masked-LM predictions of `instance` in place."""
-  if not isinstance(rng, Draws):
-    rng = Draws(rng)
+  if isinstance(rng, Draws):
+    _mask_tokens(instance, config, vocab, rng)
+  else:
+    with Draws(rng) as draws:
+      _mask_tokens(instance, config, vocab, draws)
+
+
+def _mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds, rng: Draws) -> None:
   tokens = instance.input_ids
   special = (vocab.cls_id, vocab.sep_id)
-  output = list(tokens)
   num_to_predict = min(config.max_predictions_per_seq,
                        max(1, int(round(len(tokens) * config.masked_lm_prob))))
-  masked: list[int] = []
-
-  def mask(index: int) -> None:
-    if rng.random() < 0.8:
-      output[index] = vocab.mask_id
-      instance.num_replaced_by_mask += 1
-    elif rng.random() < 0.5:
-      instance.num_kept += 1
-    else:
-      output[index] = rng.randint(0, vocab.size - 1)
-      instance.num_random += 1
-    masked.append(index)
 
   if config.do_whole_word_mask:
     # A "##" piece joins the word before it, so a word is masked whole or not at all.
@@ -278,18 +355,18 @@ def mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds,
       else:
         cand_indexes.append([index])
     rng.shuffle(cand_indexes)
+    chosen: list[int] = []
     covered: set[int] = set()
     for index_set in cand_indexes:
-      if len(masked) >= num_to_predict:
+      if len(chosen) >= num_to_predict:
         break
       # A whole word that would overflow the budget is skipped; a shorter one later may still fit.
-      if len(masked) + len(index_set) > num_to_predict:
+      if len(chosen) + len(index_set) > num_to_predict:
         continue
       if any(index in covered for index in index_set):
         continue
-      for index in index_set:
-        covered.add(index)
-        mask(index)
+      covered.update(index_set)
+      chosen.extend(index_set)
   else:
     # One candidate per position: the same draws as the whole-word loop with one-element words, which can
     # neither overflow the budget nor overlap.
@@ -301,9 +378,25 @@ def mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds,
     else:  # Special tokens typed in the text (preserve_special_tokens) are never masked either.
       candidates = [index for index, token in enumerate(tokens) if token not in special]
     rng.shuffle(candidates)
-    for index in candidates[:num_to_predict]:
-      mask(index)
-  masked.sort()
-  instance.masked_lm_positions = masked
-  instance.masked_lm_ids = [tokens[index] for index in masked]
+    chosen = candidates[:num_to_predict]
+
+  # The draws per chosen position, in the order chosen: 80% [MASK], else 50/50 kept or a random id.
+  output = list(tokens)
+  draw, randint = rng.random, rng.randint
+  mask_id, last_id = vocab.mask_id, vocab.size - 1
+  kept = random_ids = 0
+  for index in chosen:
+    if draw() < 0.8:
+      output[index] = mask_id
+    elif draw() < 0.5:
+      kept += 1
+    else:
+      output[index] = randint(0, last_id)
+      random_ids += 1
+  instance.num_replaced_by_mask += len(chosen) - kept - random_ids
+  instance.num_kept += kept
+  instance.num_random += random_ids
+  chosen.sort()
+  instance.masked_lm_positions = chosen
+  instance.masked_lm_ids = [tokens[index] for index in chosen]
   instance.input_ids = output

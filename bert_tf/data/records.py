@@ -193,10 +193,10 @@ class RecordSerializer:
     n = len(input_ids)
     if n > self.max_seq_length:
       raise ValueError(f"instance has {n} tokens, more than max_seq_length={self.max_seq_length}")
-    varints = self._varints
+    varint = self._varints.__getitem__  # map() with a C getter: no Python bytecode per token.
     zeros = b"\x00" * (self.max_seq_length - n)  # 0 and 1 encode as one byte each.
     parts = [
-        self._packed_feature("input_ids", b"".join([varints[v] for v in input_ids]) + zeros),
+        self._packed_feature("input_ids", b"".join(map(varint, input_ids)) + zeros),
         self._headers["input_mask"] + b"\x01" * n + zeros,
         self._headers["segment_ids"] + bytes(segment_ids) + zeros,
     ]
@@ -210,8 +210,8 @@ class RecordSerializer:
         parts.append(self._headers["masked_lm_positions"] + bytes(masked_lm_positions) + mzeros)
       else:
         parts.append(self._packed_feature(
-            "masked_lm_positions", b"".join([varints[v] for v in masked_lm_positions]) + mzeros))
-      parts.append(self._packed_feature("masked_lm_ids", b"".join([varints[v] for v in masked_lm_ids]) + mzeros))
+            "masked_lm_positions", b"".join(map(varint, masked_lm_positions)) + mzeros))
+      parts.append(self._packed_feature("masked_lm_ids", b"".join(map(varint, masked_lm_ids)) + mzeros))
       parts.append(self._weights[k])
     parts.append(self._labels[next_sentence_label])
     return _field(0x0A, b"".join(parts))  # Example.features
