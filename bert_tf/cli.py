@@ -38,3 +38,75 @@ def run(main: Callable[[list[str]], None]) -> None:
       sys.exit(1)
 
   app.run(wrapped)
+
+
+# -- Flags every training script shares -------------------------------------------------------------------------
+# Spelled out here rather than imported from bert_tf.training, so that `--help` and flag errors come before
+# TensorFlow loads; tests/test_cli.py checks they equal the library's lists.
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
+DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None) -> None:
+  """Defines google-research's loop and TPU flags and the strategy, precision, XLA and accumulation flags of
+  every training script (pretraining and fine-tuning), with the given loop defaults, in `flag_values`
+  (default: absl's global FLAGS)."""
+  from absl import flags
+
+  flags = _BoundFlags(flags, flags.FLAGS if flag_values is None else flag_values)
+
+  # google-research/bert's.
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
+  flags.DEFINE_integer("iterations_per_loop", None, "google-research's name for --steps_per_loop.")
+  flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
+  flags.DEFINE_string("tpu_name", None, "'local' on a Cloud TPU VM, else the TPU's name or grpc:// address.")
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (when --tpu_name is a name).")
+  flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (when --tpu_name is a name).")
+  # New.
+  flags.DEFINE_enum("distribution_strategy", "mirrored", list(STRATEGIES),
+                    "How to distribute: see docs/pretraining.md.")
+  flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
+  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
+                    "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
+                    "torch.optim.AdamW and the TF Model Garden), or LAMB.")
+  flags.DEFINE_enum("dtype", "float32", list(DTYPES), "Compute precision.")
+  flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size / this "
+                       "examples each, split across replicas).")
+  flags.DEFINE_integer("steps_per_loop", steps_per_loop, "Updates per host call (checkpoints and logs fall on "
+                       "loop ends).")
+  flags.DEFINE_integer("log_steps", log_steps, "A progress line and TensorBoard summaries every this many updates.")
+
+
+def training_flag_values(flag_values=None) -> dict:
+  """The values of `define_training_flags`' flags as the config fields of the same names, with google-research's
+  aliases resolved (--use_tpu, --iterations_per_loop); raises ValueError when an alias contradicts a flag."""
+  from absl import flags
+
+  FLAGS = flags.FLAGS if flag_values is None else flag_values  # pylint: disable=invalid-name
+  strategy = FLAGS.distribution_strategy
+  if FLAGS.use_tpu:
+    if FLAGS["distribution_strategy"].present and strategy != "tpu":
+      raise ValueError(f"--use_tpu contradicts --distribution_strategy={strategy}; pass one of them")
+    strategy = "tpu"
+  steps_per_loop = FLAGS.steps_per_loop
+  if FLAGS.iterations_per_loop is not None:
+    if FLAGS["steps_per_loop"].present:
+      raise ValueError("--iterations_per_loop and --steps_per_loop are the same setting; pass one of them")
+    steps_per_loop = FLAGS.iterations_per_loop
+  return dict(distribution_strategy=strategy, steps_per_loop=steps_per_loop,
+              **{name: FLAGS[name].value for name in (
+                  "save_checkpoints_steps", "log_steps", "num_gpus", "tpu_name", "tpu_zone", "gcp_project",
+                  "optimizer", "dtype", "jit_compile", "gradient_accumulation_steps")})
+
+
+class _BoundFlags:
+  """absl's DEFINE_* functions with `flag_values` bound (tests define the flags in a FlagValues of their own)."""
+
+  def __init__(self, flags_module, flag_values):
+    self._flags, self._flag_values = flags_module, flag_values
+
+  def __getattr__(self, name):
+    define = getattr(self._flags, name)
+    return lambda *args, **kwargs: define(*args, flag_values=self._flag_values, **kwargs)

@@ -38,24 +38,11 @@ flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch (per worker).")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over train.tsv.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
-flags.DEFINE_integer("iterations_per_loop", None, "google-research's name for --steps_per_loop.")
-flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
-flags.DEFINE_string("tpu_name", None, "'local' on a Cloud TPU VM, else the TPU's name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
-# New flags: the pretraining script's strategy, precision and XLA flags, and the paper's selection protocol.
-flags.DEFINE_enum("distribution_strategy", "mirrored", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                  "How to distribute: see docs/pretraining.md.")
-flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adamw_bias_corrected", "lamb"],
-                  "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
-                  "torch.optim.AdamW and the TF Model Garden), or LAMB.")
-flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_float16", "mixed_bfloat16"], "Compute precision.")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update.")
-flags.DEFINE_integer("steps_per_loop", 50, "Updates per host call.")
-flags.DEFINE_integer("log_steps", 50, "A progress line every this many updates.")
+# The shared training flags (as scripts/run_pretraining.py): save_checkpoints_steps, iterations_per_loop, use_tpu,
+# tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
+# gradient_accumulation_steps, steps_per_loop, log_steps.
+cli.define_training_flags(steps_per_loop=50, log_steps=50)
+# New flags: the paper's selection protocol, features, export.
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
 flags.DEFINE_list("learning_rates", [], "Selection protocol: fine-tune with each learning rate (the paper: "
                   "5e-5,4e-5,3e-5,2e-5) and keep the best on dev.")
@@ -80,14 +67,6 @@ def _config():
     raise ValueError("--data_dir is required: the task's folder of the GLUE download")
   if not FLAGS.vocab_file:
     raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
-  strategy = FLAGS.distribution_strategy
-  if FLAGS.use_tpu:
-    if FLAGS["distribution_strategy"].present and strategy != "tpu":
-      raise ValueError(f"--use_tpu contradicts --distribution_strategy={strategy}; pass one of them")
-    strategy = "tpu"
-  steps_per_loop = FLAGS.steps_per_loop
-  if FLAGS.iterations_per_loop is not None:
-    steps_per_loop = FLAGS.iterations_per_loop
   try:
     rates = tuple(float(r) for r in FLAGS.learning_rates)
   except ValueError:
@@ -99,11 +78,7 @@ def _config():
       init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
       learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
-      warmup_proportion=FLAGS.warmup_proportion, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      steps_per_loop=steps_per_loop, log_steps=FLAGS.log_steps, distribution_strategy=strategy,
-      num_gpus=FLAGS.num_gpus, tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-      optimizer=FLAGS.optimizer, dtype=FLAGS.dtype, jit_compile=FLAGS.jit_compile,
-      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, seed=FLAGS.seed)
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed, **cli.training_flag_values())
   return glue_finetuning.ClassifierConfig(
       task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft,
       do_lower_case=FLAGS.do_lower_case, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,

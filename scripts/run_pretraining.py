@@ -29,27 +29,15 @@ flags.DEFINE_integer("train_batch_size", 32, "Global batch: examples per optimiz
 flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
-flags.DEFINE_integer("iterations_per_loop", None, "google-research's name for --steps_per_loop.")
-flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
-flags.DEFINE_string("tpu_name", None, "'local' on a Cloud TPU VM, else the TPU's name or grpc:// address.")
-flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (when --tpu_name is a name).")
-flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (when --tpu_name is a name).")
+# The shared training flags: save_checkpoints_steps, iterations_per_loop, use_tpu, tpu_name, tpu_zone,
+# gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile, gradient_accumulation_steps,
+# steps_per_loop, log_steps.
+cli.define_training_flags(steps_per_loop=100, log_steps=100)
 # New flags.
-flags.DEFINE_enum("distribution_strategy", "mirrored", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                  "How to distribute: see docs/pretraining.md.")
-flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adamw_bias_corrected", "lamb"],
-                  "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
-                  "torch.optim.AdamW and the TF Model Garden), or LAMB.")
-flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_float16", "mixed_bfloat16"], "Compute precision.")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size / this "
-                     "examples each, split across replicas).")
-flags.DEFINE_integer("steps_per_loop", 100, "Updates per host call (checkpoints and logs fall on loop ends).")
-flags.DEFINE_integer("log_steps", 100, "A progress line and TensorBoard summaries every this many updates.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Training checkpoints kept.")
 flags.DEFINE_bool("dynamic_masking", False, "The records are unmasked: mask in the input pipeline.")
+flags.DEFINE_bool("do_whole_word_mask", False, "With --dynamic_masking: mask all WordPieces of a word together "
+                  "(static records were masked when written: see create_pretraining_data.py's flag).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
 flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights).")
@@ -64,28 +52,16 @@ def _config():
   for name in ("input_file", "output_dir", "bert_config_file"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  strategy = FLAGS.distribution_strategy
-  if FLAGS.use_tpu:
-    if FLAGS["distribution_strategy"].present and strategy != "tpu":
-      raise ValueError(f"--use_tpu contradicts --distribution_strategy={strategy}; pass one of them")
-    strategy = "tpu"
-  steps_per_loop = FLAGS.steps_per_loop
-  if FLAGS.iterations_per_loop is not None:
-    if FLAGS["steps_per_loop"].present:
-      raise ValueError("--iterations_per_loop and --steps_per_loop are the same setting; pass one of them")
-    steps_per_loop = FLAGS.iterations_per_loop
   return pretraining.PretrainingConfig(
       input_file=FLAGS.input_file, output_dir=FLAGS.output_dir,
-      bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), init_checkpoint=FLAGS.init_checkpoint,
+      bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), bert_config_file=FLAGS.bert_config_file,
+      init_checkpoint=FLAGS.init_checkpoint,
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       train_batch_size=FLAGS.train_batch_size, learning_rate=FLAGS.learning_rate,
       num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
-      save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-      steps_per_loop=steps_per_loop, log_steps=FLAGS.log_steps, distribution_strategy=strategy,
-      num_gpus=FLAGS.num_gpus, tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-      optimizer=FLAGS.optimizer, dtype=FLAGS.dtype, jit_compile=FLAGS.jit_compile,
-      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, dynamic_masking=FLAGS.dynamic_masking,
-      vocab_file=FLAGS.vocab_file, seed=FLAGS.seed)
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max, dynamic_masking=FLAGS.dynamic_masking,
+      do_whole_word_mask=FLAGS.do_whole_word_mask, vocab_file=FLAGS.vocab_file, seed=FLAGS.seed,
+      **cli.training_flag_values())
 
 
 def main(argv):

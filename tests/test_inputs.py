@@ -180,3 +180,150 @@ def test_dynamic_masking_in_the_pipeline(tmp_path):
   bad.write_text("[PAD]\n[CLS]\n")
   with pytest.raises(ValueError, match=r"\[SEP\]"):
     inputs.MaskingConfig.from_vocab_file(str(bad))
+
+
+# Whole-word masking. The vocabulary's ids [FIRST_PIECE, VOCAB) are "##" pieces; [4, FIRST_PIECE) start words.
+FIRST_PIECE = 17
+PIECES = tuple(range(FIRST_PIECE, VOCAB))
+
+
+def _wwm_masking(**rates):
+  return inputs.MaskingConfig(vocab_size=VOCAB, mask_id=MASK, special_ids=(CLS, SEP, PAD), whole_word_mask=True,
+                              continuation_ids=PIECES, **rates)
+
+
+def _pair_rows(batch, seq, seed):
+  """[CLS] A [SEP] B [SEP] pad with random ids, so "##" pieces also follow [CLS] and [SEP]."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros((batch, seq), np.int32)
+  mask = np.zeros((batch, seq), np.int32)
+  for b in range(batch):
+    n = rng.integers(5, seq + 1)
+    a = rng.integers(1, n - 3)
+    ids[b, :n] = np.concatenate([[CLS], rng.integers(4, VOCAB, a), [SEP], rng.integers(4, VOCAB, n - 3 - a),
+                                 [SEP]])
+    mask[b, :n] = 1
+  return ids, mask
+
+
+def _reference_words(ids, mask):
+  """google-research's cand_indexes for one row: lists of positions."""
+  words = []
+  for i, token in enumerate(ids[mask == 1]):
+    if token in (CLS, SEP):
+      continue
+    if words and token in PIECES:
+      words[-1].append(i)
+    else:
+      words.append([i])
+  return words
+
+
+def _budget(mask, p, prob):
+  return min(p, max(1, round(int(mask.sum()) * prob)))
+
+
+@pytest.mark.parametrize("prob", [0.15, 0.5])
+def test_whole_word_masking_takes_whole_words_that_fit_the_budget(prob):
+  seq, p = 24, 7
+  ids, mask = _pair_rows(batch=64, seq=seq, seed=2)
+  for seed in range(8):
+    out = {k: v.numpy() for k, v in inputs.mask_tokens(ids, mask, p, _wwm_masking(masked_lm_prob=prob),
+                                                       seed=[seed, 9]).items()}
+    for b in range(ids.shape[0]):
+      n = int(out["masked_lm_weights"][b].sum())
+      np.testing.assert_array_equal(out["masked_lm_weights"][b], [1.0] * n + [0.0] * (p - n))
+      positions = out["masked_lm_positions"][b, :n]
+      assert (np.diff(positions) > 0).all() and (out["masked_lm_positions"][b, n:] == 0).all()
+      np.testing.assert_array_equal(out["masked_lm_ids"][b], np.pad(ids[b, positions], (0, p - n)))
+      budget = _budget(mask[b], p, prob)
+      assert n <= budget
+      chosen = set(positions.tolist())
+      words = _reference_words(ids[b], mask[b])
+      assert chosen <= {i for word in words for i in word}  # never a special token or padding
+      for word in words:
+        assert set(word) <= chosen or not set(word) & chosen, (b, word, chosen)  # whole or not at all
+        if len(word) > budget:
+          assert not set(word) & chosen
+        if not set(word) & chosen:
+          # Skipped words did not fit what was left: the budget left only shrinks.
+          assert len(word) > budget - n, (b, word, chosen)
+      untouched = np.ones(seq, bool)
+      untouched[positions] = False
+      np.testing.assert_array_equal(out["input_ids"][b, untouched], ids[b, untouched])
+
+
+def test_whole_word_masking_skips_a_word_over_the_budget_and_orders_words_uniformly():
+  # [CLS] un ##able ##ly cat [SEP] dog [SEP] pad: words {1, 2, 3}, {4}, {6}.
+  row = [CLS, 5, FIRST_PIECE, FIRST_PIECE + 1, 6, SEP, 7, SEP, PAD]
+  ids = tf.constant([row] * 3000)
+  mask = tf.constant([[1] * 8 + [0]] * 3000)
+  two = inputs.mask_tokens(ids, mask, 2, _wwm_masking(masked_lm_prob=1.0), seed=[1, 1])
+  np.testing.assert_array_equal(two["masked_lm_positions"], [[4, 6]] * 3000)
+  three = inputs.mask_tokens(ids, mask, 3, _wwm_masking(masked_lm_prob=1.0), seed=[1, 1])
+  positions = {tuple(r) for r in three["masked_lm_positions"].numpy().tolist()}
+  assert positions == {(1, 2, 3), (4, 6, 0)}
+  # The long word fits only when visited first: 1 time in 3.
+  first = np.mean(three["masked_lm_positions"].numpy()[:, 0] == 1)
+  assert first == pytest.approx(1 / 3, abs=0.03)
+
+
+def test_whole_word_masking_rate_one_masks_every_candidate():
+  ids, mask = _pair_rows(batch=32, seq=T, seed=3)
+  out = inputs.mask_tokens(ids, mask, T, _wwm_masking(masked_lm_prob=1.0, mask_token_rate=1.0,
+                                                      random_token_rate=0.0), seed=[4, 4])
+  maskable = (mask == 1) & (ids != CLS) & (ids != SEP)
+  np.testing.assert_array_equal(out["input_ids"], np.where(maskable, MASK, ids))
+  np.testing.assert_array_equal(out["masked_lm_weights"].numpy().sum(1), maskable.sum(1))
+
+
+def test_whole_word_masking_statistics_and_determinism():
+  ids, mask = _pair_rows(batch=4000, seq=40, seed=1)
+  out = inputs.mask_tokens(ids, mask, 6, _wwm_masking(), seed=[5, 6])
+  w = out["masked_lm_weights"].numpy() > 0
+  pos = out["masked_lm_positions"].numpy()
+  chosen = np.take_along_axis(ids, pos, 1)[w]
+  new = np.take_along_axis(out["input_ids"].numpy(), pos, 1)[w]
+  assert np.mean(new == MASK) == pytest.approx(0.8, abs=0.02)
+  assert np.mean(new == chosen) == pytest.approx(0.1 + 0.1 / VOCAB, abs=0.02)
+  # Continuation pieces are chosen (with their words), not only single-piece words.
+  assert np.isin(chosen, PIECES).mean() > 0.1
+
+  again = inputs.mask_tokens(ids, mask, 6, _wwm_masking(), seed=[5, 6])
+  other = inputs.mask_tokens(ids, mask, 6, _wwm_masking(), seed=[5, 7])
+  for k in out:
+    np.testing.assert_array_equal(out[k], again[k])
+  assert (out["masked_lm_positions"].numpy() != other["masked_lm_positions"].numpy()).any()
+
+
+def test_whole_word_masking_in_a_tf_function_of_unknown_length_and_empty_rows():
+  ids, mask = _pair_rows(batch=5, seq=T, seed=4)
+  ids[0], mask[0] = 0, 0  # nothing to mask
+  ids[1, :3], mask[1, :3] = [CLS, SEP, SEP], 1
+  spec = tf.TensorSpec([None, None], tf.int32)
+  masking = _wwm_masking()
+  graph = tf.function(lambda i, m: inputs.mask_tokens(i, m, P, masking, seed=[8, 8]), input_signature=[spec, spec])
+  eager = inputs.mask_tokens(ids, mask, P, masking, seed=[8, 8])
+  out = graph(tf.constant(ids), tf.constant(mask))
+  for k in eager:
+    np.testing.assert_array_equal(out[k], eager[k])
+  np.testing.assert_array_equal(out["masked_lm_weights"].numpy()[:2], 0)
+  np.testing.assert_array_equal(out["input_ids"].numpy()[:2], ids[:2])
+
+
+def test_whole_word_masking_in_the_pipeline(tmp_path):
+  vocab = tmp_path / "vocab.txt"
+  words = [f"w{i}" for i in range(4, FIRST_PIECE)] + [f"##p{i}" for i in PIECES]
+  vocab.write_text("\n".join(["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+  masking = inputs.MaskingConfig.from_vocab_file(str(vocab), whole_word_mask=True)
+  assert masking == _wwm_masking() and hash(masking) == hash(_wwm_masking())
+  assert inputs.MaskingConfig.from_vocab_file(str(vocab)).continuation_ids == PIECES
+  write_records(tmp_path, num_files=2, dynamic=True)
+  make = lambda: inputs.pretraining_dataset(str(tmp_path / "part-*"), 4, T, P, seed=1, masking=masking)
+  batches, again = list(make().take(3)), list(make().take(3))
+  for a, b in zip(batches, again):
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k])
+  assert (batches[0]["masked_lm_weights"].numpy().sum(1) == 1).all()  # round(7 * 0.15) = 1
+  with pytest.raises(ValueError, match="continuation_ids"):
+    inputs.MaskingConfig(vocab_size=VOCAB, mask_id=MASK, special_ids=(CLS,), continuation_ids=(VOCAB,))

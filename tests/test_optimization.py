@@ -148,3 +148,23 @@ def test_create_optimizer_wraps_for_float16_and_checkpoints(tmp_path):
                              optimization.inner_optimizer(opt)._m[0].numpy())
   with pytest.raises(ValueError, match="--optimizer"):
     optimization.create_optimizer("sgd")
+
+
+def test_float16_update_skipped_for_overflow_still_advances_the_schedule():
+  # lr(t) = 1 - t / 4 (no warmup). A skipped update leaves the weights and halves the loss scale, but counts
+  # as a step, so the next update uses lr(1) = 0.75 as an uninterrupted run's second update would.
+  opt = optimization.create_optimizer("adamw", 1.0, num_train_steps=4, num_warmup_steps=0, clip_norm=None,
+                                      weight_decay_rate=0.0, dtype="mixed_float16")
+  var = keras.Variable(np.zeros((3,), np.float32), name="kernel")
+  opt.build([var])
+  scale = float(opt.dynamic_scale.numpy())
+  opt.apply([tf.constant([1.0, np.inf, 0.0])], [var])
+  np.testing.assert_array_equal(var.numpy(), 0.0)
+  assert float(opt.dynamic_scale.numpy()) == scale / 2
+  assert int(opt.iterations) == 1
+  assert optimization.current_learning_rate(opt) == pytest.approx(0.75)
+  opt.apply([tf.constant([1.0, -1.0, 0.0]) * opt.dynamic_scale], [var])
+  assert int(opt.iterations) == 2
+  # Adam without bias correction, first moments: m = 0.1 g, v = 0.001 g^2 -> step lr * 0.1 / (sqrt(0.001) + eps).
+  expected = 0.75 * 0.1 / (np.sqrt(0.001) + 1e-6)
+  np.testing.assert_allclose(var.numpy(), [-expected, expected, 0.0], rtol=1e-5)

@@ -125,3 +125,26 @@ def test_bad_flags_exit_1_with_a_message_naming_the_flag(tmp_path):
   result = th.run_python(["scripts/run_pretraining.py", *flags])
   assert result.returncode == 1
   assert "error:" in result.stderr and "--max_seq_length=13" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", ["flag", "records", "whole_word_mask"])
+def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit_1(tmp_path, case):
+  data = th.write_records(tmp_path / "data", num_files=1, per_file=2)  # records of length T = 13
+  config = str(tmp_path / "bert_config.json")
+  positions = {"flag": th.T + 3, "records": th.T - 1, "whole_word_mask": th.T + 3}[case]
+  bert_config = th.tiny_bert_config()
+  bert_config.max_position_embeddings = positions
+  bert_config.to_json_file(config)
+  flags = [f"--input_file={data}", f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
+           f"--max_predictions_per_seq={th.P}", "--distribution_strategy=one_device"]
+  flags += {"flag": [f"--max_seq_length={th.T + 4}"], "records": [f"--max_seq_length={th.T - 1}"],
+            "whole_word_mask": [f"--max_seq_length={th.T}", "--do_whole_word_mask"]}[case]
+  result = th.run_python(["scripts/run_pretraining.py", *flags])
+  assert result.returncode == 1, result.stderr[-2000:]
+  expected = {
+      "flag": f"error: --max_seq_length={th.T + 4} exceeds max_position_embeddings={positions} in {config}: ",
+      "records": f"records have max_seq_length {th.T}, which exceeds max_position_embeddings={positions} in "
+                 f"{config}: ",
+      "whole_word_mask": "error: --do_whole_word_mask needs --dynamic_masking: "}[case]
+  assert expected in result.stderr, result.stderr[-2000:]
+  assert not os.path.exists(tmp_path / "out")  # failed before anything was written

@@ -197,8 +197,23 @@ def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_
     opt = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
                           bias_correction=optimizer == "adamw_bias_corrected")
   if dtype == "mixed_float16":
-    opt = keras.optimizers.LossScaleOptimizer(opt)
+    opt = LossScaleOptimizer(opt)
   return opt
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+  """Keras 3's dynamic loss scaling, except that an update skipped for overflow still counts as a step.
+
+  Keras 3 leaves `iterations` alone on a skipped update, so the learning-rate schedule (and Adam's bias
+  correction) would lag the trainer's step by the number of skips, and a run would end above a learning rate of
+  0. tf.keras 2's loss-scale optimizer, which the TF Model Garden uses, counted skipped updates; so does this one:
+  the schedule is a function of the step alone, as google-research's is of its global step.
+  """
+
+  def _stateful_handle_non_finite_grads(self):
+    super()._stateful_handle_non_finite_grads()
+    self.inner_optimizer.iterations.assign_add(1)
 
 
 def inner_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:

@@ -27,6 +27,7 @@ class PretrainingConfig:
   input_file: str
   output_dir: str
   bert_config: BertConfig
+  bert_config_file: str | None = None  # where bert_config was read from, for messages
   init_checkpoint: str | None = None
   max_seq_length: int = 128
   max_predictions_per_seq: int = 20
@@ -48,16 +49,19 @@ class PretrainingConfig:
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1
   dynamic_masking: bool = False
+  do_whole_word_mask: bool = False  # with dynamic_masking: mask a word's "##" pieces together
   vocab_file: str | None = None
   seed: int = 12345
   export_encoder: bool = True
 
   def validate(self) -> None:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
-    c = self.bert_config
-    if self.max_seq_length > c.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
-                       f"{c.max_position_embeddings} of --bert_config_file; lower it")
+    positions = self.bert_config.max_position_embeddings
+    if self.max_seq_length > positions:
+      # The position embedding table has no row past max_position_embeddings - 1.
+      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings={positions} "
+                       f"in {self.bert_config_source()}: lower --max_seq_length (and write records of that "
+                       f"length) or use a config with max_position_embeddings >= {self.max_seq_length}")
     if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be in [1, "
                        f"--max_seq_length={self.max_seq_length}]")
@@ -69,6 +73,14 @@ class PretrainingConfig:
     trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
     if self.dynamic_masking and not self.vocab_file:
       raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
+    if self.do_whole_word_mask and not self.dynamic_masking:
+      raise ValueError("--do_whole_word_mask needs --dynamic_masking: static records were masked when they "
+                       "were written; pass --do_whole_word_mask to create_pretraining_data.py instead, or write "
+                       "unmasked records (--dynamic_masking there) and add --dynamic_masking here")
+
+  def bert_config_source(self) -> str:
+    """The config's file for messages, or the flag's name when the config was built in code."""
+    return self.bert_config_file or "--bert_config_file"
 
   def trainer_config(self) -> trainer.TrainerConfig:
     return trainer.TrainerConfig(
@@ -129,6 +141,11 @@ def check_records(config: PretrainingConfig) -> None:
 
   first = fileio.expand_globs(config.input_file)[0]
   seq, predictions, dynamic = records.infer_record_shape(first)
+  positions = config.bert_config.max_position_embeddings
+  if seq > positions:  # Checked before the length itself: matching --max_seq_length to these records can't help.
+    raise ValueError(f"{first}: records have max_seq_length {seq}, which exceeds max_position_embeddings="
+                     f"{positions} in {config.bert_config_source()}: write records of at most {positions} "
+                     f"tokens or use a config with max_position_embeddings >= {seq}")
   if seq != config.max_seq_length:
     raise ValueError(f"{first}: records have max_seq_length {seq}; pass --max_seq_length={seq}")
   if dynamic != config.dynamic_masking:
@@ -147,7 +164,7 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
   check_records(config)
   masking = None
   if config.dynamic_masking:
-    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file)
+    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file, whole_word_mask=config.do_whole_word_mask)
     if masking.vocab_size > config.bert_config.vocab_size:
       raise ValueError(f"--vocab_file has {masking.vocab_size} tokens but --bert_config_file says vocab_size="
                        f"{config.bert_config.vocab_size}")

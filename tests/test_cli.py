@@ -1,0 +1,47 @@
+"""The shared training flags of the scripts (bert_tf/cli.py)."""
+
+import pytest
+from absl import flags
+
+from bert_tf import cli
+from bert_tf.training import distribute, optimization, trainer
+
+
+def parsed(*argv):
+  values = flags.FlagValues()
+  cli.define_training_flags(steps_per_loop=7, log_steps=3, flag_values=values)
+  values(["prog", *argv])
+  return values
+
+
+def test_choices_are_the_library_ones():
+  assert cli.STRATEGIES == tuple(distribute.STRATEGIES)
+  assert cli.OPTIMIZERS == tuple(optimization.OPTIMIZERS)
+  assert cli.DTYPES == tuple(trainer.DTYPES)
+
+
+def test_defaults_become_config_fields():
+  assert cli.training_flag_values(parsed()) == dict(
+      distribution_strategy="mirrored", steps_per_loop=7, save_checkpoints_steps=1000, log_steps=3, num_gpus=0,
+      tpu_name=None, tpu_zone=None, gcp_project=None, optimizer="adamw", dtype="float32", jit_compile=False,
+      gradient_accumulation_steps=1)
+
+
+def test_google_research_aliases_are_resolved():
+  values = cli.training_flag_values(parsed("--use_tpu", "--tpu_name=local", "--iterations_per_loop=11"))
+  assert values["distribution_strategy"] == "tpu" and values["steps_per_loop"] == 11
+  assert values["tpu_name"] == "local"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--use_tpu", "--distribution_strategy=mirrored"], "--use_tpu contradicts"),
+    (["--iterations_per_loop=5", "--steps_per_loop=5"], "same setting"),
+])
+def test_contradicting_aliases_name_both_flags(argv, message):
+  with pytest.raises(ValueError, match=message):
+    cli.training_flag_values(parsed(*argv))
+
+
+def test_unknown_choice_is_rejected_by_the_parser():
+  with pytest.raises(flags.IllegalFlagValueError, match="adam_w"):
+    parsed("--optimizer=adam_w")
