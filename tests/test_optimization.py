@@ -14,12 +14,11 @@ WD = 0.01
 def _reference_adamw(params, grads_per_step, lrs, decay_flags, clip_norm=1.0, b1=0.9, b2=0.999, eps=1e-6,
                      bias_correction=False):
   """google-research AdamWeightDecayOptimizer in numpy: no bias correction, decay added before the lr. With
-  `bias_correction`, Kingma & Ba's efficient form (their section 2): lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)."""
+  `bias_correction`, torch.optim.AdamW's form: m_hat / (sqrt(v_hat) + eps)."""
   params = [p.astype(np.float64).copy() for p in params]
   m = [np.zeros_like(p) for p in params]
   v = [np.zeros_like(p) for p in params]
   for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
-    lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) if bias_correction else lr
     norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
     grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
     for i, g in enumerate(grads):
@@ -27,7 +26,10 @@ def _reference_adamw(params, grads_per_step, lrs, decay_flags, clip_norm=1.0, b1
       v[i] = b2 * v[i] + (1 - b2) * g * g
       if decay_flags[i]:
         params[i] = params[i] - lr * WD * params[i]
-      params[i] = params[i] - lr_t * m[i] / (np.sqrt(v[i]) + eps)
+      if bias_correction:
+        params[i] = params[i] - lr * (m[i] / (1 - b1**t)) / (np.sqrt(v[i] / (1 - b2**t)) + eps)
+      else:
+        params[i] = params[i] - lr * m[i] / (np.sqrt(v[i]) + eps)
   return params
 
 
@@ -168,3 +170,16 @@ def test_float16_update_skipped_for_overflow_still_advances_the_schedule():
   # Adam without bias correction, first moments: m = 0.1 g, v = 0.001 g^2 -> step lr * 0.1 / (sqrt(0.001) + eps).
   expected = 0.75 * 0.1 / (np.sqrt(0.001) + 1e-6)
   np.testing.assert_allclose(var.numpy(), [-expected, expected, 0.0], rtol=1e-5)
+
+
+def test_bias_corrected_adamw_adds_epsilon_as_torch_does():
+  # A tiny gradient, where epsilon's placement matters: torch.optim.AdamW's first step is
+  # lr g / (|g| + eps) = 1e-5 / 1.1e-5; adding eps before the correction (TF's Adam kernel alone) would give
+  # 1e-5 / (1e-5 + 1e-6 / sqrt(0.001)) = 0.24.
+  opt = optimization.AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.0, clip_norm=None,
+                                     bias_correction=True)
+  var = keras.Variable(np.zeros((2,), np.float32), name="kernel")
+  opt.apply([tf.constant([1e-5, -1e-5])], [var])
+  np.testing.assert_allclose(var.numpy(), [-1e-5 / 1.1e-5, 1e-5 / 1.1e-5], rtol=1e-5)
+  opt.apply([tf.constant([1e-5, -1e-5])], [var])  # Same gradient: m_hat = g, v_hat = g^2 again.
+  np.testing.assert_allclose(var.numpy(), [-2e-5 / 1.1e-5, 2e-5 / 1.1e-5], rtol=1e-5)

@@ -26,8 +26,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-# "adamw_bias_corrected": AdamW with Adam's bias correction, as torch.optim.AdamW, Hugging Face and the TF Model
-# Garden have it. Without the correction (google-research) early updates are larger: at step t the update is
+# "adamw_bias_corrected": AdamW with Adam's bias correction exactly as torch.optim.AdamW (and so Hugging Face)
+# computes it; the TF Model Garden's Keras AdamW differs only in adding epsilon before the correction. Without the correction (google-research) early updates are larger: at step t the update is
 # (1 - beta_1^t) / sqrt(1 - beta_2^t) times the corrected one, 5.3x at step 34, 1.8x at step 343.
 OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
 
@@ -141,17 +141,21 @@ class AdamWeightDecay(_ClippedOptimizer):
       # w - lr (adam + wd w) = (w - lr wd w) - lr adam: the Adam direction does not depend on w.
       self.assign_sub(variable, lr * self.weight_decay_rate * variable)
     # TensorFlow's fused Adam kernel does the moments and the step in one pass over memory (2.5x faster than
-    # the same arithmetic as separate ops on CPU). It scales lr by sqrt(1 - beta_2^t) / (1 - beta_1^t); powers
-    # of 0 make that 1: no bias correction, as the reference.
+    # the same arithmetic as separate ops on CPU): w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps).
+    # Powers of 0 make the factor 1: no bias correction, as the reference. With the correction, eps scaled by
+    # sqrt(1 - b2^t) makes that exactly torch.optim.AdamW's w -= lr m_hat / (sqrt(v_hat) + eps); the kernel's
+    # own form would add eps / sqrt(1 - b2^t) (31x eps at step 1) to sqrt(v_hat), damping early updates.
+    epsilon = tf.constant(self.epsilon, lr.dtype)
     if self.bias_correction:
       t = tf.cast(self.iterations + 1, lr.dtype)  # `iterations` counts the updates already applied.
       powers = tf.pow(tf.constant(self.beta_1, lr.dtype), t), tf.pow(tf.constant(self.beta_2, lr.dtype), t)
+      epsilon = epsilon * tf.sqrt(1.0 - powers[1])
     else:
       powers = tf.zeros([], lr.dtype), tf.zeros([], lr.dtype)
     tf.raw_ops.ResourceApplyAdam(
         var=_handle(variable), m=_handle(self._m[i]), v=_handle(self._v[i]), beta1_power=powers[0],
         beta2_power=powers[1], lr=lr, beta1=tf.constant(self.beta_1, lr.dtype),
-        beta2=tf.constant(self.beta_2, lr.dtype), epsilon=tf.constant(self.epsilon, lr.dtype),
+        beta2=tf.constant(self.beta_2, lr.dtype), epsilon=epsilon,
         grad=tf.cast(gradient, variable.dtype))
 
 
