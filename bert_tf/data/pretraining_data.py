@@ -233,8 +233,8 @@ class RunConfig:
   reference_compatible: bool = False
   num_workers: int = 1
   num_shards: int = 0  # 0: one shard per `shard_size_mb` of input text.
-  # Half a megabyte (~80k words) leaves the random next sentence hundreds of documents to come from, and makes
-  # enough shards that the last ones do not leave workers idle for long.
+  # Half a megabyte (~80k words, ~75 documents of typical size) to draw the random next sentence from; enough
+  # shards that the last ones do not leave workers idle for long.
   shard_size_mb: float = 0.5
   stats_file: str | None = None  # Default: <first output file>.stats.json
 
