@@ -49,7 +49,7 @@ class Draws:
     if backend is None:
       backend = BACKEND if type(rng) is random.Random else "methods"
     if backend == "compiled":
-      version, state, self._gauss_next = rng.getstate()
+      self._version, state, self._gauss_next = rng.getstate()
       self._compiled = _compiled.Draws(state)
       self.random, self.randint = self._compiled.random, self._compiled.randint
       self.shuffle, self.truncate_pair = self._compiled.shuffle, self._compiled.truncate_pair
@@ -63,8 +63,7 @@ class Draws:
   def release(self) -> None:
     """Hands the stream back to `rng`: after this, `rng` and this object continue it alike."""
     if self._compiled is not None:
-      version = self._rng.getstate()[0]
-      self._rng.setstate((version, self._compiled.state(), self._gauss_next))
+      self._rng.setstate((self._version, self._compiled.state(), self._gauss_next))
       self._compiled = None
       self._bind_inline(self._rng)
 
