@@ -183,9 +183,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--max_train_examples", type=int, default=0,
                       help="Keep the first N training examples (file order); 0 = all.")
   parser.add_argument("--log_every", type=int, default=20, help="Print the loss every N steps.")
+  # Matched runs (bench/glue_matched.py): the other implementation's batches and classifier start, no dropout.
+  parser.add_argument("--order_file", default=None,
+                      help="JSON list of batches (lists of train.tsv example indices, header excluded), one "
+                           "per optimizer step; replaces the seeded shuffle, and its length is the step count.")
+  parser.add_argument("--head_init", default=None,
+                      help=".npz with the classifier's kernel [hidden, classes] and bias [classes].")
+  parser.add_argument("--dropout", type=float, default=None,
+                      help="Overrides the config's hidden and attention dropout (0 for matched runs).")
   args = parser.parse_args(argv)
   if args.max_train_examples < 0:
     parser.error("--max_train_examples must be >= 0")
+  if args.dropout is not None and not 0 <= args.dropout < 1:
+    parser.error("--dropout must be in [0, 1)")
   if args.num_train_epochs <= 0 or args.train_batch_size <= 0 or args.eval_batch_size <= 0:
     parser.error("--num_train_epochs, --train_batch_size and --eval_batch_size must be positive")
   return args
@@ -224,8 +234,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{max(map(len, train.input_ids))} tokens", flush=True)
 
   transformers.set_seed(args.seed)
+  overrides = {} if args.dropout is None else {"hidden_dropout_prob": args.dropout,
+                                                "attention_probs_dropout_prob": args.dropout}
   model, loading = transformers.BertForSequenceClassification.from_pretrained(
-      args.model_dir, num_labels=len(spec.labels), dtype=torch.float32, output_loading_info=True)
+      args.model_dir, num_labels=len(spec.labels), dtype=torch.float32, output_loading_info=True, **overrides)
+  if args.head_init:
+    with np.load(args.head_init) as head:
+      with torch.no_grad():
+        model.classifier.weight.copy_(torch.from_numpy(head["kernel"].T.copy()))  # torch keeps [out, in]
+        model.classifier.bias.copy_(torch.from_numpy(head["bias"]))
+  order = None
+  if args.order_file:
+    with open(args.order_file, encoding="utf-8") as f:
+      order = [[int(i) for i in batch] for batch in json.load(f)]
+    if not order or any(not batch or min(batch) < 0 or max(batch) >= len(train) for batch in order):
+      raise ValueError(f"{args.order_file}: needs non-empty batches of indices in [0, {len(train)})")
   newly_initialized = sorted(loading.get("missing_keys", []))
   print(f"newly initialised: {', '.join(newly_initialized) or 'nothing'}; unexpected keys: "
         f"{', '.join(sorted(loading.get('unexpected_keys', []))) or 'none'}", flush=True)
@@ -235,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0}]
   optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(0.9, 0.999), eps=args.adam_epsilon)
   steps_per_epoch = math.ceil(len(train) / args.train_batch_size)
-  total_steps = max(1, int(steps_per_epoch * args.num_train_epochs))
+  total_steps = len(order) if order else max(1, int(steps_per_epoch * args.num_train_epochs))
   warmup_steps = int(total_steps * args.warmup_proportion)
   scheduler = torch.optim.lr_scheduler.LambdaLR(
       optimizer, lambda step: google_lr_factor(step, total_steps, warmup_steps))
@@ -243,31 +266,40 @@ def main(argv: Sequence[str] | None = None) -> int:
   shuffler = np.random.RandomState(args.seed)
   model.train()
   step, processed, window_loss, window_steps, last_loss = 0, 0, 0.0, 0, float("nan")
+  step_losses = []
+
+  def batches():
+    if order:
+      yield from order
+      return
+    while True:
+      permutation = shuffler.permutation(len(train))
+      for begin in range(0, len(train), args.train_batch_size):
+        yield permutation[begin:begin + args.train_batch_size]
+
   cpu_start, start = time.process_time(), time.perf_counter()
-  while step < total_steps:
-    order = shuffler.permutation(len(train))
-    for begin in range(0, len(train), args.train_batch_size):
-      if step >= total_steps:
-        break
-      indices = order[begin:begin + args.train_batch_size]
-      batch = collate(train, indices, pad_id)
-      loss = model(**batch).loss
-      optimizer.zero_grad(set_to_none=True)
-      loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-      step_lr = optimizer.param_groups[0]["lr"]  # The rate of this update.
-      optimizer.step()
-      scheduler.step()
-      step += 1
-      processed += len(indices)
-      last_loss = loss.item()
-      window_loss += last_loss
-      window_steps += 1
-      if step % args.log_every == 0 or step == total_steps:
-        print(f"step {step}/{total_steps}  loss {window_loss / window_steps:.4f}  "
-              f"lr {step_lr:.3g}  {processed / (time.perf_counter() - start):.1f} "
-              "examples/s", flush=True)
-        window_loss, window_steps = 0.0, 0
+  for indices in batches():
+    if step >= total_steps:
+      break
+    batch = collate(train, indices, pad_id)
+    loss = model(**batch).loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+    step_lr = optimizer.param_groups[0]["lr"]  # The rate of this update.
+    optimizer.step()
+    scheduler.step()
+    step += 1
+    processed += len(indices)
+    last_loss = loss.item()
+    step_losses.append(last_loss)
+    window_loss += last_loss
+    window_steps += 1
+    if step % args.log_every == 0 or step == total_steps:
+      print(f"step {step}/{total_steps}  loss {window_loss / window_steps:.4f}  "
+            f"lr {step_lr:.3g}  {processed / (time.perf_counter() - start):.1f} "
+            "examples/s", flush=True)
+      window_loss, window_steps = 0.0, 0
   train_seconds = time.perf_counter() - start
   train_cpu_seconds = time.process_time() - cpu_start
 
@@ -326,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       "data": {"train": os.path.abspath(os.path.join(args.data_dir, "train.tsv")),
                "dev": os.path.abspath(os.path.join(args.data_dir, "dev.tsv"))},
       "notes": [BIAS_CORRECTION_NOTE],
+      "matched": {"order_file": args.order_file, "head_init": args.head_init, "dropout": args.dropout},
+      "step_losses": step_losses,
   }
   os.makedirs(args.output_dir, exist_ok=True)
   path = os.path.join(args.output_dir, "results.json")
