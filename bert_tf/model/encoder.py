@@ -19,7 +19,7 @@ from typing import Any
 import keras
 
 from bert_tf.config import BertConfig
-from bert_tf.model.layers import Dropout16, PositionEmbedding, TransformerBlock, truncated_normal
+from bert_tf.model.layers import Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, truncated_normal
 
 # The project's input names: the TFRecord features and every model use them.
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -100,8 +100,7 @@ class BertEncoder(BertConfigModel, keras.Model):
     self.position_embeddings = PositionEmbedding(
         config.max_position_embeddings, config.hidden_size, config.initializer_range, dtype=dtype,
         name="position_embeddings")
-    self.embeddings_layer_norm = keras.layers.LayerNormalization(
-        epsilon=epsilon, dtype=dtype, name="embeddings_layer_norm")
+    self.embeddings_layer_norm = LayerNorm(epsilon=epsilon, dtype=dtype, name="embeddings_layer_norm")
     self.embeddings_dropout = Dropout16(
         config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout")
     # Attributes layer_0 ... layer_{L-1}, not a list: Keras' tracked lists are invisible to

@@ -18,7 +18,7 @@ from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, layer_norm_epsilon, select_inputs
-from bert_tf.model.layers import activation_fn, linear, truncated_normal
+from bert_tf.model.layers import LayerNorm, activation_fn, linear, truncated_normal
 
 # The feature names of a pretraining record that the model reads; the labels are read by the loss only.
 PRETRAINING_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
@@ -52,8 +52,8 @@ class MaskedLMHead(keras.layers.Layer):
     self.transform = keras.layers.Dense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy,
         name="transform")
-    self.transform_layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm")
+    self.transform_layer_norm = LayerNorm(epsilon=layer_norm_epsilon, dtype=self.dtype_policy,
+                                          name="transform_layer_norm")
     self.output_bias = self.add_weight(name="output_bias", shape=(vocab_size,), initializer="zeros",
                                        autocast=False)
 
