@@ -3,9 +3,9 @@ r"""GLUE fine-tuning with every random choice matched between ours and the Huggi
 Why: `bench/bench_glue.py` compares means over seeds, because the two implementations draw their batches,
 dropout masks and classifier start from different random streams. A gap in the means is then part
 implementation, part chance. This script removes the chance: both sides train on the same batches in the same
-order (written to `order.json`), from the same classifier start (`head_init.npz`), without dropout, so the
-only differences left are the implementations (data reading and tokenization, encoder, loss, clipping,
-optimizer, schedule, evaluation). Their per-step training losses and dev metrics should then agree up to
+order (written to `order-seed<S>.json`), from the same classifier start (`head_init-seed<S>.npz`), without
+dropout, so the only differences left are the implementations (data reading and tokenization, encoder, loss,
+clipping, optimizer, schedule, evaluation). Their per-step training losses and dev metrics should then agree up to
 float32 rounding, which grows slowly over the run.
 
 Our side runs the library's training path (`finetuning.train`: the shared Trainer, `create_optimizer`,
@@ -13,9 +13,10 @@ loading the Hugging Face weights through `init_encoder`) with a task whose datas
 our reader, tokenizer and feature files make the features, and `glue_finetuning` evaluates. The peer is
 `bench/glue_hf_peer.py` with --order_file, --head_init and --dropout=0.
 
-  python bench/glue_matched.py --task_name=MRPC --seed=42                 # ~10 minutes on 2 cores
+  python bench/glue_matched.py --task_name=MRPC --seed=42                 # about 12 minutes on 2 cores
 
-Writes <work_dir>/matched.json (both sides' dev metrics, the per-step loss differences) and prints a summary.
+Writes <work_dir>/matched-seed<S>.json (both sides' dev metrics, the per-step loss differences) and prints a
+summary.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def layer_norm(x, gamma, beta, epsilon: float):
   """LayerNorm over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta, in float32.
 
   x: [..., H] (any float dtype; computed in float32 and returned in x's dtype); gamma, beta: float32 [H].
-  The same values as Keras' `LayerNormalization`, with the closed-form gradient
+  The same values as Keras' `LayerNormalization` (and exact on rows of equal values, where Keras' form
+  x * inv - mean * inv cancels two large terms when epsilon is tiny), with the closed-form gradient
   dx = (g - mean(g) - xhat mean(g xhat)) / sigma, g = dy gamma, in place of autodiff through the moments:
   a third fewer ops, 1.3x faster forward and backward together on CPU at [3072, 256].
   """
@@ -259,16 +260,16 @@ class TransformerBlock(keras.layers.Layer):
       return keras.layers.Dense(units, kernel_initializer=truncated_normal(initializer_range),
                                 dtype=self.dtype_policy, name=name)
 
-    def layer_norm(name):
+    def norm(name):
       # In float32 even under a mixed policy (as Keras' LayerNormalization), cast back to the compute dtype.
       return LayerNorm(epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
     self.attention_qkv = dense(3 * hidden_size, "attention_qkv")
     self.attention_output = dense(hidden_size, "attention_output")
-    self.attention_layer_norm = layer_norm("attention_layer_norm")
+    self.attention_layer_norm = norm("attention_layer_norm")
     self.intermediate = dense(intermediate_size, "intermediate")
     self.output_dense = dense(hidden_size, "output")  # `self.output` is taken by keras.Layer.
-    self.output_layer_norm = layer_norm("output_layer_norm")
+    self.output_layer_norm = norm("output_layer_norm")
     self.attention_dropout = Dropout16(attention_probs_dropout_prob, dtype=self.dtype_policy,
                                        name="attention_dropout")
     self.hidden_dropout = Dropout16(hidden_dropout_prob, dtype=self.dtype_policy, name="hidden_dropout")
