@@ -131,10 +131,9 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
       return model
 
     def build_dataset(self, batch_size, input_context):
-      def gather(indices):
-        batch = {k: tf.gather(v, indices) for k, v in features.items()}
-        longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))  # the same trim as ours
-        return {k: v[:, :longest] if v.shape.rank == 2 else v for k, v in batch.items()}
+      def gather(indices):  # then the same trim as run_classifier.py's (no XLA: length multiple 1)
+        return classification.trim_padding({k: tf.gather(v, indices) for k, v in features.items()},
+                                           args.max_seq_length)
 
       return tf.data.Dataset.from_tensor_slices(batches).map(gather)
 

@@ -221,14 +221,16 @@ def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regre
 
     d = d.map(pad).map(lambda b: {k: tf.ensure_shape(v, [batch_size] + v.shape[1:]) for k, v in b.items()})
   if dynamic_padding:
-    def trim(batch):
-      longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
-      length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
-      return {k: v[:, :length] if k in ("input_ids", "input_mask", "segment_ids") else v
-              for k, v in batch.items()}
-
-    d = d.map(trim)
+    d = d.map(lambda batch: trim_padding(batch, max_seq_length, length_multiple))
   return d.prefetch(tf.data.AUTOTUNE)
+
+
+def trim_padding(batch: dict, max_seq_length: int, length_multiple: int = 1) -> dict:
+  """A batch's input_ids, input_mask, segment_ids [B, T] cut to its longest example, rounded up to a multiple of
+  `length_multiple` (at most `max_seq_length`); other entries unchanged."""
+  longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
+  length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
+  return {k: v[:, :length] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in batch.items()}
 
 
 # -- In-graph encoding (for SavedModels that take raw text) -------------------------------------------------
