@@ -18,11 +18,13 @@ Each keeps its own defaults otherwise (the peers' GELU is the tanh approximation
 google-research; all use dropout 0.1).
 
 Timing. Every case is traced / compiled and run for `--warmup` steps first. The timed steps are then taken in
-`--rounds` rounds that visit the cases of a config in turn, so that load from other processes on this shared
-machine falls on all of them alike. A case stops after `--steps` steps or `--seconds` seconds, whichever comes
-first (and never fewer than one step a round). sequences/s = timed steps x B / timed seconds; the per-round
-range, the load average and the process's CPU use (CPU seconds / wall seconds / cores: below 1 means other
-processes took cores from us) are reported with it.
+`--rounds` rounds; within a round the cases take ONE step each in turn, over and over, so that load from other
+processes on this shared machine (which changes within seconds) falls on all of them alike. In a round each
+case takes up to ceil(`--steps` / `--rounds`) steps and stops early once its own timed seconds in the round
+reach `--seconds` / `--rounds` (never fewer than one step a round). sequences/s = timed steps x B / timed
+seconds (the sum of the case's own step times); the per-round range, the load average and the process's CPU
+use (CPU seconds / wall seconds / cores: below 1 means other processes took cores from us) are reported with
+it.
 
 FLOPs (multiply-add = 2 FLOPs; matmuls only; elementwise work, softmax, LayerNorm, gathers are not counted):
   forward  = 2 * L * (4 H^2 + 2 H I) * B * T          encoder matmuls (QKV, attention output, FFN in and out)
@@ -300,19 +302,31 @@ class Case:
     self.loss = float("nan")
     self.compile_seconds = 0.0
 
-  def run(self, features, max_steps: int, max_seconds: float, batch: int) -> None:
-    """At least one step; then until max_steps steps or max_seconds seconds."""
-    steps, start, cpu_start = 0, time.perf_counter(), time.process_time()
-    while True:
-      self.loss = float(self.step(features).numpy())
-      steps += 1
-      elapsed = time.perf_counter() - start
-      if steps >= max_steps or elapsed >= max_seconds:
-        break
-    self.steps += steps
+  def step_once(self, features) -> float:
+    """One timed step; adds it to the running totals and returns its seconds."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    self.loss = float(self.step(features).numpy())
+    elapsed = time.perf_counter() - start
+    self.steps += 1
     self.seconds += elapsed
     self.cpu_seconds += time.process_time() - cpu_start
-    self.round_rates.append(steps * batch / elapsed)
+    return elapsed
+
+
+def run_round(cases: list[Case], features, max_steps: int, max_seconds: float, batch: int) -> None:
+  """One round: the cases step in turn, one step each, until each has `max_steps` steps or `max_seconds` of
+  its own step time (at least one step each); appends each case's rate in the round to `round_rates`."""
+  steps, seconds = [0] * len(cases), [0.0] * len(cases)
+  while True:
+    active = [i for i in range(len(cases))
+              if steps[i] == 0 or (steps[i] < max_steps and seconds[i] < max_seconds)]
+    if not active:
+      break
+    for i in active:
+      seconds[i] += cases[i].step_once(features)
+      steps[i] += 1
+  for case, n, t in zip(cases, steps, seconds):
+    case.round_rates.append(n * batch / t)
 
 
 def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str, float], list[float]]:
@@ -354,8 +368,7 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
   for r in range(args.rounds):
     # What the matmul reaches under the load of this round: MFU against it cancels other users' load.
     probes.append(matmul_rate(probe_size, args.probe_seconds))
-    for case in cases:
-      case.run(features, per_round_steps, per_round_seconds, args.batch_size)
+    run_round(cases, features, per_round_steps, per_round_seconds, args.batch_size)
     print(f"[{name}] round {r + 1}/{args.rounds}: matmul {probes[-1]:.0f} GFLOP/s; " + ", ".join(
         f"{c.impl}{'+xla' if c.xla else ''} {c.round_rates[-1]:.1f}" for c in cases) + " seq/s "
           f"(load {load_average()})", file=sys.stderr, flush=True)
