@@ -14,6 +14,8 @@ learning rate) - inside one `tf.function`, with and without `jit_compile=True` (
 
 All three get the same synthetic batch (fixed seed: random ids, padded tails, two segments, masked positions /
 ids / weights with padded prediction slots, NSP labels), the same loss function and the same optimizer class.
+Real lengths are uniform in [T/2, T] by default; `--min_length=T` gives a batch without padding, which is
+closer to google-research's records (most are filled to T) and gives ours' skipping of padded rows nothing.
 Each keeps its own defaults otherwise (the peers' GELU is the tanh approximation, ours the exact erf form of
 google-research; all use dropout 0.1).
 
@@ -85,6 +87,9 @@ def parse_args(argv=None):
   p.add_argument("--probe_seconds", type=float, default=1.0,
                  help="seconds of matmul timed before each round, under that round's load")
   p.add_argument("--seed", type=int, default=12345)
+  p.add_argument("--min_length", type=int, default=None,
+                 help="shortest real length of a sequence (default seq_length // 2); = seq_length for a batch "
+                      "without padding, as most google-research pretraining records are")
   p.add_argument("--json", default=None, help="also write the JSON report to this file")
   args = p.parse_args(argv)
   args.configs = [c for c in args.configs.split(",") if c]
@@ -96,6 +101,10 @@ def parse_args(argv=None):
     p.error(f"--seq_length={args.seq_length} must be in [4, 512] (max_position_embeddings)")
   if not 1 <= args.max_predictions_per_seq <= args.seq_length:
     p.error(f"--max_predictions_per_seq={args.max_predictions_per_seq} must be in [1, --seq_length]")
+  if args.min_length is None:
+    args.min_length = args.seq_length // 2
+  if not 2 <= args.min_length <= args.seq_length:
+    p.error(f"--min_length={args.min_length} must be in [2, --seq_length]")
   if args.rounds < 1 or args.steps < 1 or args.seconds <= 0:
     p.error("--rounds and --steps must be >= 1 and --seconds > 0")
   args.peak_sizes = [int(s) for s in args.peak_sizes.split(",") if s]
@@ -110,14 +119,14 @@ def load_average() -> list[float]:
 # Inputs and FLOPs
 
 
-def synthetic_batch(batch: int, length: int, predictions: int, vocab: int,
-                    seed: int) -> dict[str, np.ndarray]:
+def synthetic_batch(batch: int, length: int, predictions: int, vocab: int, seed: int,
+                    min_length: int | None = None) -> dict[str, np.ndarray]:
   """One pretraining batch shaped like a TFRecord batch: int32 [B, T] ids / mask / segments, int32 [B, P]
   masked positions and ids, float32 [B, P] weights, int32 [B, 1] NSP labels.
 
-  Each sequence has a real length in [T/2, T] (the rest is padding), [CLS] first, a second segment from a
-  random split point, and round(0.15 * length) masked positions (at most P; the other slots are padding,
-  position 0 with weight 0).
+  Each sequence has a real length in [min_length, T] (default T/2; the rest is padding), [CLS] first, a second
+  segment from a random split point, and round(0.15 * length) masked positions (at most P; the other slots are
+  padding, position 0 with weight 0).
   """
   rng = np.random.default_rng(seed)
   ids = np.zeros([batch, length], np.int32)
@@ -127,7 +136,7 @@ def synthetic_batch(batch: int, length: int, predictions: int, vocab: int,
   lm_ids = np.zeros([batch, predictions], np.int32)
   weights = np.zeros([batch, predictions], np.float32)
   for b in range(batch):
-    n = int(rng.integers(length // 2, length + 1))
+    n = int(rng.integers(length // 2 if min_length is None else min_length, length + 1))
     ids[b, :n] = rng.integers(min(1000, vocab // 2), vocab, n)
     ids[b, 0] = min(101, vocab - 1)  # [CLS]
     mask[b, :n] = 1
@@ -337,7 +346,7 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
 
   config = BertConfig.from_preset(name, vocab_size=args.vocab_size)
   batch = synthetic_batch(args.batch_size, args.seq_length, args.max_predictions_per_seq, config.vocab_size,
-                          args.seed)
+                          args.seed, args.min_length)
   features = {k: tf.constant(v) for k, v in batch.items()}
   flops = training_flops(config.num_hidden_layers, config.hidden_size, config.intermediate_size,
                          config.vocab_size, args.batch_size, args.seq_length, args.max_predictions_per_seq)
@@ -447,7 +456,7 @@ def main(argv=None):
       "benchmark": "pretraining_throughput",
       "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                   "tensorflow": tf.__version__, "python": platform.python_version()},
-      "settings": {"batch_size": args.batch_size, "seq_length": args.seq_length,
+      "settings": {"batch_size": args.batch_size, "seq_length": args.seq_length, "min_length": args.min_length,
                    "max_predictions_per_seq": args.max_predictions_per_seq, "vocab_size": args.vocab_size,
                    "dtype": "float32", "optimizer": "bert_tf AdamWeightDecay (lr 1e-4, wd 0.01, clip 1.0)",
                    "steps": args.steps, "seconds": args.seconds, "rounds": args.rounds, "seed": args.seed},
