@@ -175,3 +175,28 @@ def test_cross_entropy_and_its_gradient_match_tensorflow():
     results.append((loss.numpy(), tape.gradient(total, logits).numpy()))
   np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6, atol=1e-7)
+
+
+def test_training_computes_only_real_prediction_slots_with_the_same_loss_and_gradients():
+  # Slots at position 0 are google-research's padding (weight 0): in training their logits are 0, not computed.
+  model = BertPretrainer(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  randomize(model)
+  features = {k: tf.constant(v) for k, v in tiny_features().items()}
+  real = features["masked_lm_positions"].numpy() > 0  # [B, P]: 3 of the 6 slots
+
+  def loss_and_grads(features):
+    with tf.GradientTape() as tape:
+      out = model(features, training=True)
+      loss = pretraining_loss(features, out)
+    return out["mlm_logits"], loss, tape.gradient(loss, model.trainable_variables)
+
+  skipped, loss, grads = tf.function(loss_and_grads)(features)
+  full, full_loss, full_grads = tf.function(loss_and_grads, jit_compile=True)(features)  # XLA: every slot
+  skipped, full = skipped.numpy(), full.numpy()
+  np.testing.assert_allclose(skipped[real], full[real], atol=1e-5)
+  np.testing.assert_array_equal(skipped[~real], 0.0)
+  assert np.abs(full[~real]).max() > 0.1  # the full computation does give padded slots logits
+  np.testing.assert_allclose(skipped[real], model(features)["mlm_logits"].numpy()[real], atol=1e-5)
+  np.testing.assert_allclose(loss.numpy(), full_loss.numpy(), rtol=1e-6)
+  for g, x in zip(grads, full_grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(x).numpy(), atol=1e-5)

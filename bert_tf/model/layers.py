@@ -205,7 +205,7 @@ class PositionEmbedding(keras.layers.Layer):
             "initializer_range": self.initializer_range}
 
 
-def _unpadded_ok() -> bool:
+def unpadded_ok() -> bool:
   """Whether dropping padded rows (data-dependent shapes) is possible here: not under XLA (jit_compile, TPUs),
   which needs static shapes."""
   from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
@@ -306,7 +306,7 @@ class TransformerBlock(keras.layers.Layer):
       return self._first_token(x, input_mask, training)
     shape = tf.shape(x)
     rows = tf.reshape(x, [-1, self.hidden_size])  # [B*T, H]
-    if not (training and _unpadded_ok()):
+    if not (training and unpadded_ok()):
       context = self._attention(linear(self.attention_qkv, rows), input_mask, shape[0], shape[1], training)
       return tf.reshape(self._after_attention(rows, context, training), shape)
     # Training, unpadded: every row-wise op (the projections, the feed-forward, LayerNorm, dropout) runs on

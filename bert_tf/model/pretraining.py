@@ -18,7 +18,7 @@ from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, layer_norm_epsilon, select_inputs
-from bert_tf.model.layers import LayerNorm, activation_fn, linear, truncated_normal
+from bert_tf.model.layers import LayerNorm, activation_fn, linear, truncated_normal, unpadded_ok
 
 # The feature names of a pretraining record that the model reads; the labels are read by the loss only.
 PRETRAINING_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
@@ -28,8 +28,9 @@ PRETRAINING_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
 class MaskedLMHead(keras.layers.Layer):
   """Masked-LM head: gather the masked positions, transform, project onto the tied word embeddings.
 
-  Call: `head(sequence_output, masked_lm_positions)` with `sequence_output` [B, T, H] (compute dtype) and
-  `masked_lm_positions` int32 [B, P]; returns logits float32 [B, P, V].
+  Call: `head(sequence_output, masked_lm_positions, training=False)` with `sequence_output` [B, T, H] (compute
+  dtype) and `masked_lm_positions` int32 [B, P]; returns logits float32 [B, P, V]. In training outside XLA
+  the slots at position 0 (google-research's padding of unused slots) are not computed and get logits 0.
 
   The output projection is the encoder's word-embedding matrix transposed (`word_embeddings.embeddings`,
   [V, H]) plus this layer's `output_bias` [V]. Only the P gathered positions are transformed and projected:
@@ -63,17 +64,29 @@ class MaskedLMHead(keras.layers.Layer):
     self.transform_layer_norm.build((None, hidden_size))
     self.built = True
 
-  def call(self, sequence_output, masked_lm_positions):
+  def call(self, sequence_output, masked_lm_positions, training=None):
     positions = tf.cast(masked_lm_positions, tf.int32)
     batch, predictions = tf.shape(positions)[0], tf.shape(positions)[1]
-    rows = tf.gather(sequence_output, positions, batch_dims=1)  # [B, P, H]
-    rows = tf.reshape(rows, [-1, self.word_embeddings.output_dim])  # [B*P, H]
+    vocab_size, hidden_size = self.word_embeddings.input_dim, self.word_embeddings.output_dim
+    rows = tf.reshape(tf.gather(sequence_output, positions, batch_dims=1), [-1, hidden_size])  # [B*P, H]
+    if not (training and unpadded_ok()):
+      return tf.reshape(self._logits(rows), [batch, predictions, vocab_size])
+    # Training, outside XLA: only the N real slots are projected. Unused slots are google-research's padding,
+    # position 0 with weight 0 (position 0 holds [CLS], which is never masked): a quarter of the slots of
+    # records made from the embedded corpus, and the [*, H] x [H, V] products are a fifth of a step. Their
+    # logits are 0 here; weight 0 keeps them out of the loss, whose gradient there is 0 either way.
+    keep = tf.where(tf.reshape(positions, [-1]) > 0)  # [N, 1] int64 slot numbers
+    logits = self._logits(tf.gather(rows, keep[:, 0]))  # [N, V]
+    logits = tf.scatter_nd(keep, logits, tf.cast(tf.stack([batch * predictions, vocab_size]), tf.int64))
+    return tf.reshape(logits, [batch, predictions, vocab_size])
+
+  def _logits(self, rows):
+    """rows [M, H] gathered from the sequence output -> float32 logits [M, V]."""
     rows = self.transform_layer_norm(self._activation(linear(self.transform, rows)))
     # transpose_b instead of a transposed copy of the [V, H] matrix. The embedding variable is read inside
     # this layer's call, so Keras casts it to the compute dtype.
-    logits = tf.matmul(rows, self.word_embeddings.embeddings, transpose_b=True)  # [B*P, V]
-    logits = tf.cast(logits, tf.float32) + self.output_bias  # output_bias is never autocast: float32.
-    return tf.reshape(logits, [batch, predictions, self.word_embeddings.input_dim])
+    logits = tf.matmul(rows, self.word_embeddings.embeddings, transpose_b=True)  # [M, V]
+    return tf.cast(logits, tf.float32) + self.output_bias  # output_bias is never autocast: float32.
 
   def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
     return (*masked_lm_positions_shape, self.word_embeddings.input_dim)
