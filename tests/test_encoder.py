@@ -276,15 +276,21 @@ def test_training_skips_padded_rows_with_the_same_real_rows_and_gradients():
       # Only real rows enter the loss, as in every BERT loss (masked positions, [CLS]).
       loss = tf.reduce_sum(out["pooled_output"]) + tf.reduce_sum(
           tf.boolean_mask(out["sequence_output"], features["input_mask"] > 0) ** 2)
-    return out["sequence_output"], tape.gradient(loss, encoder.trainable_variables)
+    return out["encoder_outputs"], out["pooled_output"], tape.gradient(loss, encoder.trainable_variables)
 
-  unpadded, grads = tf.function(loss_and_grads)(inputs)
-  padded, xla_grads = tf.function(loss_and_grads, jit_compile=True)(inputs)  # XLA keeps the padded rows
-  unpadded, padded = unpadded.numpy(), padded.numpy()
-  np.testing.assert_allclose(unpadded[real], padded[real], atol=1e-5)
-  np.testing.assert_array_equal(unpadded[~real], 0.0)
-  assert np.abs(padded[~real]).max() > 0.1  # the padded computation does give padded rows values
-  np.testing.assert_allclose(unpadded[real], encoder(inputs)["sequence_output"].numpy()[real], atol=1e-5)
+  unpadded, pooled, grads = tf.function(loss_and_grads)(inputs)
+  padded, xla_pooled, xla_grads = tf.function(loss_and_grads, jit_compile=True)(inputs)  # XLA: padded rows
+  inference = encoder(inputs)["encoder_outputs"]
+  assert len(unpadded) == len(padded) == 2
+  for layer_unpadded, layer_padded, layer_inference in zip(unpadded, padded, inference):
+    layer_unpadded, layer_padded = layer_unpadded.numpy(), layer_padded.numpy()
+    np.testing.assert_allclose(layer_unpadded[real], layer_padded[real], atol=1e-5)
+    np.testing.assert_array_equal(layer_unpadded[~real], 0.0)
+    assert np.abs(layer_padded[~real]).max() > 0.1  # the padded computation does give padded rows values
+    np.testing.assert_allclose(layer_unpadded[real], layer_inference.numpy()[real], atol=1e-5)
+  np.testing.assert_allclose(pooled, xla_pooled, atol=1e-5)
+  # The classifier's shortcut takes the real-row path too, with the same [CLS] output.
+  np.testing.assert_allclose(tf.function(encoder.pooled_output)(inputs, training=True), pooled, atol=1e-5)
   for g, x in zip(grads, xla_grads):
     np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(x).numpy(), atol=1e-4)
 

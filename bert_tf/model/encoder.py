@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.model.layers import Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, truncated_normal
+from bert_tf.model.layers import (Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, real_token_rows,
+                                  truncated_normal, unpadded_ok)
 
 # The project's input names: the TFRecord features and every model use them.
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -144,19 +146,58 @@ class BertEncoder(BertConfigModel, keras.Model):
 
   def call(self, inputs, training=None, mask=None):
     # Keras matches a dict to the inputs by position when it has other keys; pass exactly ours.
-    return super().call(select_inputs(inputs, INPUT_NAMES, "BertEncoder"), training=training, mask=mask)
+    inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
+    if training and unpadded_ok():
+      keep = real_token_rows(inputs["input_mask"])
+      x = self._embed_real_tokens(inputs, keep)
+      encoder_outputs = []
+      for block in self.transformer_layers:
+        x = block(x, inputs["input_mask"], training=True, real_rows=keep)
+        encoder_outputs.append(self._padded(x, keep, inputs["input_mask"]))  # Pruned from graphs that do not use it.
+      x = encoder_outputs[-1]
+      return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]), "encoder_outputs": encoder_outputs}
+    return super().call(inputs, training=training, mask=mask)
+
+  def _embed_real_tokens(self, inputs, keep):
+    """Training outside XLA: the embeddings (after LayerNorm and dropout) of the real tokens alone, [R, H], in
+    the order of `keep` = `real_token_rows(input_mask)` [R, 1]. From there the blocks pass real rows to each
+    other (`TransformerBlock(real_rows=keep)`) and padding is put back once, at the end: the same real rows
+    as the padded computation, without a gather and a scatter of every layer's [B*T, H] in between."""
+    index = keep[:, 0]
+    length = tf.shape(inputs["input_ids"], out_type=tf.int64)[1]
+
+    def take(name):
+      return tf.gather(tf.reshape(inputs[name], [-1]), index)  # [R]
+
+    x = (self.word_embeddings(take("input_ids")) + self.token_type_embeddings(take("segment_ids"))
+         + tf.gather(self.position_embeddings(inputs["input_ids"]), index % length))
+    return self.embeddings_dropout(self.embeddings_layer_norm(x), training=True)
+
+  def _padded(self, rows, keep, input_mask):
+    """Real rows [R, H] -> [B, T, H] with zeros at the padded positions."""
+    shape = tf.shape(input_mask)
+    hidden = self.config.hidden_size
+    return tf.reshape(tf.scatter_nd(keep, rows, [shape[0] * shape[1], hidden]), [shape[0], shape[1], hidden])
 
   def pooled_output(self, inputs, training=None):
     """`self(inputs)["pooled_output"]` [B, H] alone, cheaper: the last layer runs for the [CLS] position only
     (see `TransformerBlock(first_token_only=True)`). What sentence classification needs."""
     inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
-    words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
-    x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
-    x = self.embeddings_dropout(self.embeddings_layer_norm(x), training=training)
+    mask = inputs["input_mask"]
     *layers, last = self.transformer_layers
-    for block in layers:
-      x = block(x, inputs["input_mask"], training=training)
-    return self.pooler(last(x, inputs["input_mask"], training=training, first_token_only=True))
+    if training and unpadded_ok():
+      keep = real_token_rows(mask)
+      x = self._embed_real_tokens(inputs, keep)
+      for block in layers:
+        x = block(x, mask, training=True, real_rows=keep)
+      x = self._padded(x, keep, mask)
+    else:
+      words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
+      x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
+      x = self.embeddings_dropout(self.embeddings_layer_norm(x), training=training)
+      for block in layers:
+        x = block(x, mask, training=training)
+    return self.pooler(last(x, mask, training=training, first_token_only=True))
 
   @property
   def transformer_layers(self) -> list[TransformerBlock]:

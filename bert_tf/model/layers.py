@@ -177,8 +177,8 @@ class Dropout16(keras.layers.Layer):
 class PositionEmbedding(keras.layers.Layer):
   """Learned absolute position embeddings, variable `embeddings` float32 [max_positions, H].
 
-  Call with the token embeddings `x` [B, T, H]; returns the first T rows, [T, H] in the compute dtype, to be
-  added with broadcasting. T must be <= max_positions.
+  Call with the token embeddings `x` [B, T, H] (or any tensor whose axis 1 has length T); returns the first T
+  rows, [T, H] in the compute dtype, to be added with broadcasting. T must be <= max_positions.
   """
 
   def __init__(self, max_positions: int, width: int, initializer_range: float = 0.02, **kwargs):
@@ -213,6 +213,12 @@ def unpadded_ok() -> bool:
   return not (tf.inside_function() and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
 
 
+def real_token_rows(input_mask):
+  """int [B, T] mask (1 = real token) -> int64 [R, 1]: the row numbers in [B*T] of the R real tokens, in order
+  (the index form tf.gather(..., rows[:, 0]) and tf.scatter_nd take)."""
+  return tf.where(tf.reshape(input_mask, [-1]) > 0)
+
+
 def linear(layer: keras.layers.Dense, x):
   """x [R, in] -> [R, out] with `layer`'s kernel and bias (read inside the caller's autocast scope)."""
   return tf.nn.bias_add(tf.matmul(x, layer.kernel), layer.bias)
@@ -225,7 +231,9 @@ class TransformerBlock(keras.layers.Layer):
   Call: `block(x, input_mask, training=False)` with `x` [B, T, H] in the compute dtype and `input_mask`
   int32 [B, T] (1 = real token); returns [B, T, H] in the compute dtype. The mask goes in as integers, not
   as a float bias, because Keras casts floating inputs to the compute dtype. In training outside XLA the
-  padded rows of the output are 0 (see `call`); real rows are the same either way.
+  padded rows of the output are 0 (see `_real_rows`); real rows are the same either way.
+  `block(real, input_mask, training=True, real_rows=keep)` takes and returns only the real rows [R, H]
+  (`keep` = `real_token_rows(input_mask)`), so that consecutive blocks skip the scatter back to [B, T, H].
 
   Variables (kernels are [in, out], as in google-research's checkpoints); the Dense sublayers hold them and
   give them their names, the matmuls are done here:
@@ -301,25 +309,35 @@ class TransformerBlock(keras.layers.Layer):
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
     return tf.reshape(context, [-1, self.hidden_size])
 
-  def call(self, x, input_mask, training=None, first_token_only=False):
+  def call(self, x, input_mask, training=None, first_token_only=False, real_rows=None):
     if first_token_only:
       return self._first_token(x, input_mask, training)
+    if real_rows is not None:
+      return self._real_rows(x, real_rows, input_mask, training)
     shape = tf.shape(x)
     rows = tf.reshape(x, [-1, self.hidden_size])  # [B*T, H]
     if not (training and unpadded_ok()):
       context = self._attention(linear(self.attention_qkv, rows), input_mask, shape[0], shape[1], training)
       return tf.reshape(self._after_attention(rows, context, training), shape)
-    # Training, unpadded: every row-wise op (the projections, the feed-forward, LayerNorm, dropout) runs on
-    # the R real tokens only; only the attention itself needs the [B, T] layout. Padding is a third of the
-    # tokens of a dynamically padded GLUE batch, and these ops hold most of the FLOPs. Real rows get the same
-    # values, so the loss and gradients are those of the padded computation; padded rows of the output are 0
-    # (no loss reads them). Inference keeps the padded computation, so every output row matches the reference.
-    keep = tf.where(tf.reshape(input_mask, [-1]) > 0)  # [R, 1] int64 row numbers
-    real = tf.gather(rows, keep[:, 0])  # [R, H]
+    keep = real_token_rows(input_mask)
+    out = self._real_rows(tf.gather(rows, keep[:, 0]), keep, input_mask, training)
+    return tf.reshape(tf.scatter_nd(keep, out, [shape[0] * shape[1], self.hidden_size]), shape)
+
+  def _real_rows(self, real, keep, input_mask, training):
+    """The block on the real tokens only: `real` [R, H] are the rows `keep` [R, 1] (`real_token_rows`) of the
+    [B*T, H] input; returns their output rows [R, H].
+
+    Every row-wise op (the projections, the feed-forward, LayerNorm, dropout) runs on the R real tokens; only
+    the attention itself needs the [B, T] layout, for which the query/key/value rows are scattered into a
+    zero-filled [B*T, 3H]. Padding is a third of the tokens of a dynamically padded GLUE batch and a quarter
+    of a pretraining batch, and these ops hold most of the FLOPs. Real rows get the same values as in the
+    padded computation, so the loss and gradients are the same. Only for training outside XLA (data-dependent
+    shapes): inference keeps the padded computation, so that every output row matches the reference.
+    """
+    shape = tf.shape(input_mask)
     qkv = tf.scatter_nd(keep, linear(self.attention_qkv, real), [shape[0] * shape[1], 3 * self.hidden_size])
     context = tf.gather(self._attention(qkv, input_mask, shape[0], shape[1], training), keep[:, 0])  # [R, H]
-    out = self._after_attention(real, context, training)  # [R, H]
-    return tf.reshape(tf.scatter_nd(keep, out, [shape[0] * shape[1], self.hidden_size]), shape)
+    return self._after_attention(real, context, training)
 
   def _first_token(self, x, input_mask, training):
     """x [B, T, H] -> the output of the first ([CLS]) position only, [B, H]: the same values as row 0 of the
