@@ -1,6 +1,6 @@
 """The hand-written gradients of `layers.gelu_exact` and `layers.LayerNorm` against Keras' own ops (autodiff)
 on odd shapes: same values and gradients in float32, close in float16 / bfloat16, and the same in graphs with
-unknown shapes."""
+unknown shapes; `layers.scatter_rows` against tf.scatter_nd."""
 
 import keras
 import numpy as np
@@ -130,3 +130,26 @@ def test_unknown_shapes_in_a_graph():
   dx_ref, dgamma_ref = tape.gradient(loss, [x, ref.gamma])
   np.testing.assert_allclose(dx.numpy(), dx_ref.numpy(), atol=1e-4)
   np.testing.assert_allclose(dgamma.numpy(), dgamma_ref.numpy(), atol=1e-4)
+
+
+def test_scatter_rows_equals_scatter_nd_in_values_and_gradient():
+  mask = tf.constant([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 1, 1, 0, 1]])  # the last row is not a prefix
+  keep = layers.real_token_rows(mask)
+  np.testing.assert_array_equal(keep.numpy()[:, 0], [0, 1, 5, 6, 7, 8, 9, 11, 12, 14])
+  rows = tf.constant(np.random.default_rng(5).standard_normal((10, 7)), tf.float32)
+  dy = tf.constant(np.random.default_rng(6).standard_normal((15, 7)), tf.float32)
+
+  @tf.function(input_signature=[tf.TensorSpec([None, 7], tf.float32), tf.TensorSpec([None, 1], tf.int64)])
+  def both(rows, keep):  # Unknown shapes, as in training.
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch(rows)
+      ours = layers.scatter_rows(rows, keep, 15)
+      ref = tf.scatter_nd(keep, rows, [15, 7])
+      loss, ref_loss = tf.reduce_sum(ours * dy), tf.reduce_sum(ref * dy)
+    return ours, ref, tape.gradient(loss, rows), tape.gradient(ref_loss, rows)
+
+  ours, ref, grad, ref_grad = both(rows, keep)
+  np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+  np.testing.assert_array_equal(ours.numpy()[[2, 3, 4, 10, 13]], 0.0)
+  np.testing.assert_array_equal(grad.numpy(), ref_grad.numpy())
+  np.testing.assert_array_equal(grad.numpy(), dy.numpy()[keep.numpy()[:, 0]])

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.model.layers import (Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, real_token_rows,
-                                  truncated_normal, unpadded_ok)
+                                  scatter_rows, truncated_normal, unpadded_ok)
 
 # The project's input names: the TFRecord features and every model use them.
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
@@ -177,7 +177,7 @@ class BertEncoder(BertConfigModel, keras.Model):
     """Real rows [R, H] -> [B, T, H] with zeros at the padded positions."""
     shape = tf.shape(input_mask)
     hidden = self.config.hidden_size
-    return tf.reshape(tf.scatter_nd(keep, rows, [shape[0] * shape[1], hidden]), [shape[0], shape[1], hidden])
+    return tf.reshape(scatter_rows(rows, keep, shape[0] * shape[1]), [shape[0], shape[1], hidden])
 
   def pooled_output(self, inputs, training=None):
     """`self(inputs)["pooled_output"]` [B, H] alone, cheaper: the last layer runs for the [CLS] position only

@@ -18,7 +18,7 @@ from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, layer_norm_epsilon, select_inputs
-from bert_tf.model.layers import LayerNorm, activation_fn, linear, truncated_normal, unpadded_ok
+from bert_tf.model.layers import LayerNorm, activation_fn, linear, scatter_rows, truncated_normal, unpadded_ok
 
 # The feature names of a pretraining record that the model reads; the labels are read by the loss only.
 PRETRAINING_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
@@ -77,7 +77,7 @@ class MaskedLMHead(keras.layers.Layer):
     # logits are 0 here; weight 0 keeps them out of the loss, whose gradient there is 0 either way.
     keep = tf.where(tf.reshape(positions, [-1]) > 0)  # [N, 1] int64 slot numbers
     logits = self._logits(tf.gather(rows, keep[:, 0]))  # [N, V]
-    logits = tf.scatter_nd(keep, logits, tf.cast(tf.stack([batch * predictions, vocab_size]), tf.int64))
+    logits = scatter_rows(logits, keep, batch * predictions)
     return tf.reshape(logits, [batch, predictions, vocab_size])
 
   def _logits(self, rows):
