@@ -148,21 +148,23 @@ class BertEncoder(BertConfigModel, keras.Model):
     # Keras matches a dict to the inputs by position when it has other keys; pass exactly ours.
     inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
     if training and unpadded_ok():
-      keep = real_token_rows(inputs["input_mask"])
-      x = self._embed_real_tokens(inputs, keep)
-      encoder_outputs = []
-      for block in self.transformer_layers:
-        x = block(x, inputs["input_mask"], training=True, real_rows=keep)
-        encoder_outputs.append(self._padded(x, keep, inputs["input_mask"]))  # Pruned from graphs that do not use it.
+      keep, rows = self._train_real_tokens(inputs, self.transformer_layers)
+      # Padding is put back for every layer's output; graphs that do not use an output prune its op.
+      encoder_outputs = [self._padded(x, keep, inputs["input_mask"]) for x in rows[1:]]
       x = encoder_outputs[-1]
       return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]), "encoder_outputs": encoder_outputs}
     return super().call(inputs, training=training, mask=mask)
 
-  def _embed_real_tokens(self, inputs, keep):
-    """Training outside XLA: the embeddings (after LayerNorm and dropout) of the real tokens alone, [R, H], in
-    the order of `keep` = `real_token_rows(input_mask)` [R, 1]. From there the blocks pass real rows to each
-    other (`TransformerBlock(real_rows=keep)`) and padding is put back once, at the end: the same real rows
-    as the padded computation, without a gather and a scatter of every layer's [B*T, H] in between."""
+  def _train_real_tokens(self, inputs, blocks):
+    """Training outside XLA: the embeddings and `blocks` computed for the real tokens alone.
+
+    Returns `keep` = `real_token_rows(input_mask)` [R, 1] and the rows [R, H] (in `keep`'s order) of the
+    embeddings (after LayerNorm and dropout) and of each block's output. The blocks hand real rows to each other
+    (`TransformerBlock(real_rows=keep)`), and the caller puts padding back only where it needs the [B, T, H]
+    layout: the same real rows as the padded computation, without a gather and a scatter of [B*T, H] per layer.
+    """
+    mask = inputs["input_mask"]
+    keep = real_token_rows(mask)
     index = keep[:, 0]
     length = tf.shape(inputs["input_ids"], out_type=tf.int64)[1]
 
@@ -171,7 +173,10 @@ class BertEncoder(BertConfigModel, keras.Model):
 
     x = (self.word_embeddings(take("input_ids")) + self.token_type_embeddings(take("segment_ids"))
          + tf.gather(self.position_embeddings(inputs["input_ids"]), index % length))
-    return self.embeddings_dropout(self.embeddings_layer_norm(x), training=True)
+    rows = [self.embeddings_dropout(self.embeddings_layer_norm(x), training=True)]
+    for block in blocks:
+      rows.append(block(rows[-1], mask, training=True, real_rows=keep))
+    return keep, rows
 
   def _padded(self, rows, keep, input_mask):
     """Real rows [R, H] -> [B, T, H] with zeros at the padded positions."""
@@ -186,11 +191,8 @@ class BertEncoder(BertConfigModel, keras.Model):
     mask = inputs["input_mask"]
     *layers, last = self.transformer_layers
     if training and unpadded_ok():
-      keep = real_token_rows(mask)
-      x = self._embed_real_tokens(inputs, keep)
-      for block in layers:
-        x = block(x, mask, training=True, real_rows=keep)
-      x = self._padded(x, keep, mask)
+      keep, rows = self._train_real_tokens(inputs, layers)
+      x = self._padded(rows[-1], keep, mask)
     else:
       words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
       x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
