@@ -9,7 +9,8 @@ import sys
 from typing import Callable
 
 # Exceptions that mean "the input or the flags are wrong": shown as one line, without a traceback.
-USER_ERRORS = (FileNotFoundError, NotADirectoryError, PermissionError, ValueError, UnicodeDecodeError)
+USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, ValueError,
+               UnicodeDecodeError)
 
 
 def quiet_tensorflow() -> None:
