@@ -134,3 +134,133 @@ def test_serializer_long_sequences_with_multibyte_positions():
   np.testing.assert_array_equal(parsed["input_ids"], ids + [0])
   np.testing.assert_array_equal(parsed["segment_ids"], segments + [0])
   assert int(parsed["input_mask"].numpy().sum()) == 300 and parsed["masked_lm_weights"].numpy().tolist() == [1.0] * 4
+
+
+# -- Checking record files: every check names the file, the record or byte, and what to do. ----------------------
+
+
+def write_shard(path, num_records=5, t=T, p=P, dynamic=False, top_id=50):
+  """`num_records` records of equal size (so record k starts at k * frame bytes); returns the frame size."""
+  serializer = records.RecordSerializer(t, p, vocab_size=top_id + 1, dynamic_masking=dynamic)
+  serialized = [serializer.serialize([2, 5, top_id, 3], [0] * 4, [2], [7], i % 2) for i in range(num_records)]
+  records.write_tfrecord_file(str(path), serialized)
+  return len(records.frame_record(serialized[0]))
+
+
+def test_whole_files_pass_the_check_and_the_full_scan(tmp_path):
+  paths = [str(tmp_path / f"shard-{i}.tfrecord") for i in range(3)]
+  for i, path in enumerate(paths):
+    write_shard(path, num_records=2 + i, top_id=60 + i)
+  infos = records.check_record_files(paths)
+  assert [(i.path, i.num_records, i.shape, i.max_token_id) for i in infos] == [
+      (paths[0], 2, (T, P, False), 60), (paths[1], 3, (T, P, False), 61), (paths[2], 4, (T, P, False), 62)]
+  assert records.find_corrupt_record(paths) is None
+  dynamic = str(tmp_path / "dynamic.tfrecord")
+  write_shard(dynamic, dynamic=True)
+  assert records.check_record_file(dynamic).shape == records.infer_record_shape(dynamic) == (T, 0, True)
+
+
+def test_truncated_file(tmp_path):
+  path = tmp_path / "cut.tfrecord"
+  frame = write_shard(path)
+  data = path.read_bytes()
+  for size, whole in [(len(data) - 7, 4), (2 * frame + 5, 2)]:  # cut in a record's data, in its header
+    path.write_bytes(data[:size])
+    problem = f"{path}: truncated at byte {size} after {whole} records: the writer was interrupted"
+    with pytest.raises(ValueError) as error:
+      records.check_record_files([str(path)])
+    assert str(error.value) == problem + "; recreate it"
+    assert records.find_corrupt_record([str(path)]) == problem
+
+
+def test_text_file_named_tfrecord(tmp_path):
+  path = tmp_path / "notes.tfrecord"
+  path.write_text("the quick brown fox\njumps\n")
+  expected = (f"{path}: not a TFRecord file (it starts with b'the quick br', not a record header); give the "
+              "TFRecord files create_pretraining_data.py writes")
+  with pytest.raises(ValueError) as error:
+    records.check_record_files([str(path)])
+  assert str(error.value) == expected
+  assert records.find_corrupt_record([str(path)]) == expected.split("; ")[0]
+
+
+def test_empty_file(tmp_path):
+  path = tmp_path / "empty.tfrecord"
+  path.write_bytes(b"")
+  with pytest.raises(ValueError) as error:
+    records.check_record_files([str(path)])
+  assert str(error.value) == (f"{path}: empty file (0 bytes): it holds no records; recreate it, or leave it out "
+                              "of the input files")
+  assert records.find_corrupt_record([str(path)]) is None  # TensorFlow reads it as no records, without error
+
+
+def test_flipped_byte_in_a_records_data(tmp_path):
+  path = tmp_path / "flipped.tfrecord"
+  good = tmp_path / "good.tfrecord"
+  write_shard(good)
+  frame = write_shard(path)
+  data = bytearray(path.read_bytes())
+  data[3 * frame + 12 + 9] ^= 0x10  # in record 3's data
+  path.write_bytes(bytes(data))
+  problem = f"{path}: record 3 (byte {3 * frame}) is corrupt: its data fails its checksum"
+  # The cheap check reads the data of the first `sample` records only.
+  assert records.check_record_file(str(path), sample=3).num_records == 5
+  with pytest.raises(ValueError) as error:
+    records.check_record_file(str(path))
+  assert str(error.value) == problem + "; recreate the file"
+  assert records.find_corrupt_record([str(good), str(path)]) == problem
+
+
+def test_flipped_byte_in_a_records_length(tmp_path):
+  path = tmp_path / "flipped.tfrecord"
+  frame = write_shard(path)
+  data = bytearray(path.read_bytes())
+  data[2 * frame] ^= 0x01
+  path.write_bytes(bytes(data))
+  problem = f"{path}: corrupt at byte {2 * frame}: the header of record 2 fails its checksum"
+  with pytest.raises(ValueError) as error:
+    records.check_record_file(str(path), sample=1)
+  assert str(error.value) == problem + "; recreate the file"
+  assert records.find_corrupt_record([str(path)]) == problem
+
+
+def test_records_of_another_schema(tmp_path):
+  fix = "give the records create_pretraining_data.py writes"
+  classifier = tmp_path / "classifier.tfrecord"
+  example = tf.train.Example(features=tf.train.Features(feature={
+      name: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * 7))
+      for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}))
+  records.write_tfrecord_file(str(classifier), [example.SerializeToString()])
+  not_example = tmp_path / "bytes.tfrecord"
+  records.write_tfrecord_file(str(not_example), [b"\xff\xff\xff"])
+  short_mask = tmp_path / "short_mask.tfrecord"
+  bad = reference_example(*CASES[1])
+  del bad.features.feature["input_mask"].int64_list.value[-1]
+  records.write_tfrecord_file(str(short_mask), [bad.SerializeToString()])
+  expected = {
+      classifier: "record 0 is not a BERT pretraining record: it lacks ['next_sentence_labels'] (it has "
+                  "['input_ids', 'input_mask', 'label_ids', 'segment_ids'])",
+      not_example: "record 0 is not a tf.train.Example",
+      short_mask: f"record 0 is not a BERT pretraining record: input_mask holds {T - 1} int64_list values where "
+                  f"{T} int64_list values belong"}
+  for path, problem in expected.items():
+    with pytest.raises(ValueError) as error:
+      records.check_record_files([str(path)])
+    assert str(error.value) == f"{path}: {problem}; {fix}"
+
+
+def test_mixed_shapes_name_both_files(tmp_path):
+  a, b, c = (str(tmp_path / f"{name}.tfrecord") for name in ("a", "b", "c"))
+  write_shard(a)
+  write_shard(b, t=T + 2)
+  write_shard(c, dynamic=True)
+  fix = ("files read together must hold records of one shape; remake one set with the other's "
+         "create_pretraining_data.py flags, or train on them separately")
+  with pytest.raises(ValueError) as error:
+    records.check_record_files([a, b])
+  assert str(error.value) == (f"{b} holds records of max_seq_length {T + 2}, max_predictions_per_seq {P} but {a} "
+                              f"holds records of max_seq_length {T}, max_predictions_per_seq {P}: {fix}")
+  with pytest.raises(ValueError) as error:
+    records.check_record_files([a, c])
+  assert str(error.value) == (f"{c} holds records of max_seq_length {T}, unmasked but {a} holds records of "
+                              f"max_seq_length {T}, max_predictions_per_seq {P}: {fix}")

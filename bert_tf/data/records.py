@@ -100,20 +100,11 @@ def read_pretraining_dataset(file_patterns: str | Sequence[str], max_seq_length:
 
 
 def infer_record_shape(path: str) -> tuple[int, int, bool]:
-  """Reads the first record of `path` -> (max_seq_length, max_predictions_per_seq, dynamic_masking)."""
-  import tensorflow as tf
+  """Reads the first record of `path` -> (max_seq_length, max_predictions_per_seq, dynamic_masking).
 
-  for raw in tf.data.TFRecordDataset([path]).take(1):
-    example = tf.train.Example.FromString(raw.numpy())
-    features = example.features.feature
-    missing = [n for n in feature_names(dynamic_masking=True) if n not in features]
-    if missing:
-      raise ValueError(f"{path}: not a BERT pretraining record file (first record lacks {missing})")
-    max_seq_length = len(features["input_ids"].int64_list.value)
-    dynamic = "masked_lm_positions" not in features
-    max_predictions = 0 if dynamic else len(features["masked_lm_positions"].int64_list.value)
-    return max_seq_length, max_predictions, dynamic
-  raise ValueError(f"{path}: holds no records")
+  Raises ValueError naming the file when it is empty, not TFRecord, or its first record is not the schema's.
+  """
+  return check_record_file(path, sample=1, walk=False).shape
 
 
 # -- Writing ---------------------------------------------------------------------------------------------------
@@ -272,3 +263,207 @@ class TFRecordFileWriter:
 
     self._writer.close()
     fileio.discard(self.temp_path)
+
+
+# -- Checking files --------------------------------------------------------------------------------------------
+# TensorFlow finds a damaged record only when the input pipeline reaches it, possibly hours into a run, and its
+# DataLossError names neither the file nor the record. These checks find damage up front and name both.
+# A TFRecord file is a sequence of frames (little-endian): uint64 length, uint32 masked CRC-32C of those 8 bytes,
+# `length` bytes of data, uint32 masked CRC-32C of the data.
+
+_HEADER_BYTES = 12  # the length and its CRC
+_FOOTER_BYTES = 4  # the data's CRC
+SAMPLE_RECORDS = 64  # records per file whose data the up-front check reads
+
+
+class RecordFileError(ValueError):
+  """A record file that cannot be read: `problem` says what and where, the message adds what to do."""
+
+  def __init__(self, path: str, problem: str, fix: str):
+    super().__init__(f"{path}: {problem}; {fix}")
+    self.path = path
+    self.problem = problem
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordFileInfo:
+  """What `check_record_file` learnt about one pretraining record file."""
+
+  path: str
+  num_records: int  # every record when the framing was walked, else the records sampled
+  max_seq_length: int
+  max_predictions_per_seq: int  # 0 for unmasked (dynamic masking) records
+  dynamic_masking: bool
+  max_token_id: int  # the largest input_ids or masked_lm_ids value of the records sampled
+
+  @property
+  def shape(self) -> tuple[int, int, bool]:
+    return self.max_seq_length, self.max_predictions_per_seq, self.dynamic_masking
+
+  def describe_shape(self) -> str:
+    masking = "unmasked" if self.dynamic_masking else f"max_predictions_per_seq {self.max_predictions_per_seq}"
+    return f"max_seq_length {self.max_seq_length}, {masking}"
+
+
+def _plural(n: int, word: str) -> str:
+  return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _frames(path: str, f, size: int, read_data):
+  """Walks the framing of the open file `f` (`size` bytes): yields (index, offset, data) per record.
+
+  Every length's CRC is checked and the file must end at a record boundary. Only records with
+  `read_data(index)` true are read and their data CRC checked (data is None for the others, which are seeked
+  over, so a walk reads about 12 of every record's bytes from disk blocks it skips). Raises RecordFileError.
+  """
+  offset = index = 0
+  while offset < size:
+    f.seek(offset)
+    header = f.read(_HEADER_BYTES)
+    length_bytes = header[:8]
+    if index == 0 and (len(header) < _HEADER_BYTES or _masked_crc(length_bytes) != header[8:]):
+      raise RecordFileError(path, f"not a TFRecord file (it starts with {header!r}, not a record header)",
+                            "give the TFRecord files create_pretraining_data.py writes")
+    if len(header) < _HEADER_BYTES:
+      raise RecordFileError(path, f"truncated at byte {size} after {_plural(index, 'record')}: the writer was "
+                            "interrupted", "recreate it")
+    if _masked_crc(length_bytes) != header[8:]:
+      raise RecordFileError(path, f"corrupt at byte {offset}: the header of record {index} fails its checksum",
+                            "recreate the file")
+    (length,) = struct.unpack("<Q", length_bytes)
+    end = offset + _HEADER_BYTES + length + _FOOTER_BYTES
+    if end > size:
+      raise RecordFileError(path, f"truncated at byte {size} after {_plural(index, 'record')}: the writer was "
+                            "interrupted", "recreate it")
+    data = None
+    if read_data(index):
+      data = f.read(length)
+      if _masked_crc(data) != f.read(_FOOTER_BYTES):
+        raise RecordFileError(path, f"record {index} (byte {offset}) is corrupt: its data fails its checksum",
+                              "recreate the file")
+    yield index, offset, data
+    offset = end
+    index += 1
+
+
+def _open_for_walk(path: str):
+  """`path` opened for reading with a large buffer, so that seeks over small records stay inside it."""
+  from bert_tf import fileio
+
+  if fileio.is_remote(path):
+    return fileio.open_file(path, "rb")  # GFile reads through its own buffer.
+  return open(path, "rb", buffering=1 << 16)
+
+
+def _record_features(path: str, index: int, data: bytes) -> tuple[tuple[int, int, bool], int]:
+  """One record's data -> ((max_seq_length, max_predictions_per_seq, dynamic), largest token id).
+
+  Raises RecordFileError when the record is not the pretraining schema.
+  """
+  import tensorflow as tf
+  from google.protobuf.message import DecodeError
+
+  fix = "give the records create_pretraining_data.py writes"
+  try:
+    features = tf.train.Example.FromString(data).features.feature
+  except DecodeError:
+    raise RecordFileError(path, f"record {index} is not a tf.train.Example", fix) from None
+  dynamic = not any(f.masking and f.name in features for f in PRETRAINING_FEATURES)
+  missing = [n for n in feature_names(dynamic) if n not in features]
+  if missing:
+    has = sorted(features)
+    raise RecordFileError(path, f"record {index} is not a BERT pretraining record: it lacks {missing} (it has "
+                          f"{has[:10]}{' ...' if len(has) > 10 else ''})", fix)
+
+  def values(name):
+    return features[name].int64_list.value
+
+  seq = len(values("input_ids"))
+  predictions = 0 if dynamic else len(values("masked_lm_positions"))
+  for f in PRETRAINING_FEATURES:
+    if dynamic and f.masking:
+      continue
+    feature = features[f.name]
+    kind = feature.WhichOneof("kind")
+    got = len(getattr(feature, kind).value) if kind else 0
+    want = _length(f, seq, predictions)
+    if kind != f"{f.kind}_list" or got != want:
+      raise RecordFileError(path, f"record {index} is not a BERT pretraining record: {f.name} holds {got} "
+                            f"{kind or 'no'} values where {want} {f.kind}_list values belong", fix)
+  ids = list(values("input_ids")) + ([] if dynamic else list(values("masked_lm_ids")))
+  return (seq, predictions, dynamic), max(ids, default=0)
+
+
+def check_record_file(path: str, sample: int = SAMPLE_RECORDS, walk: bool = True) -> RecordFileInfo:
+  """Checks one pretraining record file cheaply: the framing of every record (lengths and their CRCs, the end
+  of the file; `walk`), and the data CRC and schema of the first `sample` records, which must share a shape.
+
+  Raises RecordFileError (a ValueError) naming the file, the record or byte at fault, and what to do.
+  """
+  from bert_tf import fileio
+
+  size = fileio.size(path)
+  if size == 0:
+    raise RecordFileError(path, "empty file (0 bytes): it holds no records",
+                          "recreate it, or leave it out of the input files")
+  first = None
+  max_id = -1
+  count = 0
+  with _open_for_walk(path) as f:
+    for index, _, data in _frames(path, f, size, lambda i: i < sample):
+      count = index + 1
+      if data is not None:
+        shape, top = _record_features(path, index, data)
+        max_id = max(max_id, top)
+        if first is None:
+          first = shape
+        elif shape != first:
+          raise RecordFileError(
+              path, f"record {index} has max_seq_length {shape[0]}, max_predictions_per_seq {shape[1]} but "
+              f"record 0 has {first[0]}, {first[1]}", "recreate the file with one create_pretraining_data.py run")
+      if not walk and index + 1 >= sample:
+        break
+  return RecordFileInfo(path, count, first[0], first[1], first[2], max_id)
+
+
+def check_record_files(files: Sequence[str], sample: int = SAMPLE_RECORDS) -> list[RecordFileInfo]:
+  """`check_record_file` for each file, and all files must hold records of one shape (max_seq_length,
+  max_predictions_per_seq, masking). Returns one RecordFileInfo per file, in order; raises ValueError naming the
+  file (for mixed shapes, both files and both shapes)."""
+  from bert_tf import fileio
+
+  if any(fileio.is_remote(p) for p in files) and len(files) > 1:
+    # Each remote open and read is a round trip: overlap them. Results (and the first error) keep file order.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(files))) as pool:
+      infos = list(pool.map(lambda p: check_record_file(p, sample), files))
+  else:
+    infos = [check_record_file(p, sample) for p in files]
+  first = infos[0]
+  for info in infos[1:]:
+    if info.shape != first.shape:
+      raise ValueError(f"{info.path} holds records of {info.describe_shape()} but {first.path} holds records of "
+                       f"{first.describe_shape()}: files read together must hold records of one shape; remake "
+                       "one set with the other's create_pretraining_data.py flags, or train on them separately")
+  return infos
+
+
+def find_corrupt_record(files: Sequence[str]) -> str | None:
+  """Reads every record of `files` and checks every CRC: the first damaged record as one line ("<file>: record
+  <k> (byte <n>) is corrupt: ..." or "<file>: truncated at byte <n> ..."), or None when all are whole.
+
+  For after TensorFlow raised DataLossError, whose message names no file. Reads all the data; empty files pass
+  (TensorFlow reads them as holding no records).
+  """
+  from bert_tf import fileio
+
+  for path in files:
+    size = fileio.size(path)
+    try:
+      with _open_for_walk(path) as f:
+        for _ in _frames(path, f, size, lambda i: True):
+          pass
+    except RecordFileError as e:
+      return f"{e.path}: {e.problem}"
+  return None
