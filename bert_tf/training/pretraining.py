@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.config import BertConfig
-from bert_tf.training import distribute, handoff, inputs, optimization, trainer
+from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
 
@@ -133,18 +133,41 @@ class PretrainingTask(trainer.Task):
     # so `handoff.restore_encoder` and `convert.load_ours` read a training checkpoint directly.
     return {"model": model, "encoder": model.encoder, "mlm_head": model.mlm_head, "nsp_head": model.nsp_head}
 
+  def input_error(self, error: Exception) -> str:
+    """One line for an error (tf.errors.DataLossError, ...) raised while reading the input mid-training: the
+    damaged file and record, found by re-reading every input file and checking every CRC (TensorFlow's message
+    names neither), or else the first line of TensorFlow's message."""
+    from bert_tf import fileio
+    from bert_tf.data import records
+
+    try:
+      found = records.find_corrupt_record(fileio.expand_globs(self.config.input_file))
+    except (OSError, ValueError, tf.errors.OpError):  # Files gone or unreadable now: TensorFlow's words must do.
+      found = None
+    if found:
+      return found
+    message = getattr(error, "message", None) or str(error)
+    return (message.strip().splitlines() or [type(error).__name__])[0]
+
 
 def check_records(config: PretrainingConfig) -> None:
-  """The first input file must hold records of the shape the flags say; raises ValueError naming the fix."""
+  """Every input file must be whole TFRecords of the pretraining schema, of the shape the flags say, with token
+  ids below the config's vocab_size; raises ValueError naming the file and the fix.
+
+  Cheap on large inputs: reads each file's record headers and its first records' data
+  (`records.check_record_files`), not every record.
+  """
   from bert_tf import fileio
   from bert_tf.data import records
 
-  first = fileio.expand_globs(config.input_file)[0]
-  seq, predictions, dynamic = records.infer_record_shape(first)
+  infos = records.check_record_files(fileio.expand_globs(config.input_file))
+  first = infos[0].path  # All files share one shape.
+  seq, predictions, dynamic = infos[0].shape
+  source = config.bert_config_source()
   positions = config.bert_config.max_position_embeddings
   if seq > positions:  # Checked before the length itself: matching --max_seq_length to these records can't help.
     raise ValueError(f"{first}: records have max_seq_length {seq}, which exceeds max_position_embeddings="
-                     f"{positions} in {config.bert_config_source()}: write records of at most {positions} "
+                     f"{positions} in {source}: write records of at most {positions} "
                      f"tokens or use a config with max_position_embeddings >= {seq}")
   if seq != config.max_seq_length:
     raise ValueError(f"{first}: records have max_seq_length {seq}; pass --max_seq_length={seq}")
@@ -154,6 +177,24 @@ def check_records(config: PretrainingConfig) -> None:
   if not dynamic and predictions != config.max_predictions_per_seq:
     raise ValueError(f"{first}: records have max_predictions_per_seq {predictions}; pass "
                      f"--max_predictions_per_seq={predictions}")
+  vocab_size = config.bert_config.vocab_size
+  if config.vocab_file:
+    if not fileio.exists(config.vocab_file):
+      raise FileNotFoundError(f"--vocab_file={config.vocab_file} does not exist")
+    with fileio.open_file(config.vocab_file, "rb") as f:
+      lines = f.read().split(b"\n")
+    tokens = len(lines) - (lines[-1] == b"")  # The last line's newline starts no token.
+    if tokens > vocab_size:
+      raise ValueError(f"--vocab_file={config.vocab_file} has {tokens} tokens (lines) but {source} says "
+                       f"vocab_size={vocab_size}: set \"vocab_size\": {tokens} in {source}, or pass the "
+                       "vocabulary the model was made with")
+  # An id past the embedding table fails the first step that meets it on CPU; on GPU the lookup reads zeros and
+  # training goes on, silently wrong.
+  worst = max(infos, key=lambda info: info.max_token_id)
+  if worst.max_token_id >= vocab_size:
+    raise ValueError(f"{worst.path}: records hold token id {worst.max_token_id} but {source} says vocab_size="
+                     f"{vocab_size}: set \"vocab_size\" in {source} to the vocabulary's size (the number of "
+                     "lines of vocab.txt), or remake the records with the model's vocabulary")
 
 
 def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy | None = None,
@@ -174,6 +215,12 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
                                        config.tpu_zone, config.gcp_project)
   logging.info("strategy %s: %d replica(s), %d worker(s)", type(strategy).__name__,
                strategy.num_replicas_in_sync, distribute.num_workers(strategy))
+  # One run per output directory; taken after the inputs were checked, so bad input writes nothing.
+  with run_lock.RunLock(config.output_dir, enabled=distribute.is_chief(strategy)):
+    return _pretrain(config, strategy, masking, trainer_cls)
+
+
+def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
   run = trainer_cls(
