@@ -40,8 +40,7 @@ flags.DEFINE_string("stats_file", None, "Statistics JSON; default <first output 
 
 def main(argv):
   del argv
-  from bert_tf import fileio
-  from bert_tf.data import instances, pretraining_data
+  from bert_tf.data import instances, pretraining_data, text_io
 
   for name in ("input_file", "output_file", "vocab_file"):
     if not getattr(FLAGS, name):
@@ -52,7 +51,7 @@ def main(argv):
       do_whole_word_mask=FLAGS.do_whole_word_mask, dynamic_masking=FLAGS.dynamic_masking)
   config.validate()  # Before reading anything: bad flags fail fast.
   run = pretraining_data.RunConfig(
-      input_files=tuple(fileio.expand_globs(FLAGS.input_file)),
+      input_files=tuple(text_io.expand_input_files(FLAGS.input_file)),
       output_files=tuple(p.strip() for p in FLAGS.output_file.split(",") if p.strip()),
       tokenizer=pretraining_data.TokenizerSpec(FLAGS.vocab_file, FLAGS.do_lower_case,
                                                FLAGS.preserve_special_tokens),

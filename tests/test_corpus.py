@@ -45,3 +45,31 @@ def test_undecodable_line_is_named(tmp_path):
 def test_missing_file_is_named(tmp_path):
   with pytest.raises(FileNotFoundError, match="missing.txt"):
     list(text_io.iter_lines(str(tmp_path / "missing.txt")))
+
+
+def test_carriage_returns_are_dropped_as_the_references_reader_does(tmp_path):
+  """google-research reads with tf.gfile.GFile(path, "r").readline(), whose C++ line reader skips every "\\r":
+  "\\r\\n" ends a line as "\\n" does and a lone "\\r" joins its neighbours. Measured here on TF itself."""
+  import tensorflow as tf
+
+  data = b"ab\rcd ef\r\ngh\r\r\n\r\n  \r \nlast\rline\rno newline\r"
+  path = tmp_path / "cr.txt"
+  path.write_bytes(data)
+  reference = []
+  with tf.io.gfile.GFile(str(path), "r") as reader:
+    while line := reader.readline():
+      reference.append(line.strip())
+  ours = [line for _, line in text_io.iter_lines(str(path))]
+  assert ours == reference == ["abcd ef", "gh", "", "", "lastlineno newline"]
+
+
+def test_directories_are_refused_naming_the_flag(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "texts").mkdir()
+  (tmp_path / "a.txt").write_text("a\n")
+  with pytest.raises(IsADirectoryError, match=r"^--input_file=texts is a directory: give files or globs, e.g. "
+                     r"texts/\*\.txt$"):
+    text_io.expand_input_files("a.txt,texts")
+  with pytest.raises(IsADirectoryError, match=r"^--input_file: '\*' matches the directory texts: "):
+    text_io.expand_input_files("*")
+  assert text_io.expand_input_files("*.txt") == ["a.txt"]

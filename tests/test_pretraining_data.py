@@ -51,27 +51,54 @@ def run_ours(tmp_path, input_file, vocab_file, name="ours", config=None, **run_k
   return outputs, stats
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seq,preds,seed,n_out", [(128, 20, 12345, 1), (37, 5, 7, 2)])
-def test_reference_compatible_mode_equals_google_research(tmp_path, small_corpus, bert_uncased_vocab_file,
-                                                          seq, preds, seed, n_out):
-  """Runs google-research's create_pretraining_data.py (as published on PyPI in bert-tensorflow 1.0.4) and ours
-  on the same input; the records must be equal one for one, in order, over every output file."""
+def run_reference(tmp_path, input_file, vocab_file, seq, preds, seed, n_out):
+  """google-research's create_pretraining_data.py (as published on PyPI in bert-tensorflow 1.0.4) on
+  `input_file`: the records of each of its `n_out` output files."""
   ref_outputs = [str(tmp_path / f"ref-{k}.tfrecord") for k in range(n_out)]
-  flags = [f"--input_file={small_corpus}", f"--vocab_file={bert_uncased_vocab_file}", "--do_lower_case=True",
+  flags = [f"--input_file={input_file}", f"--vocab_file={vocab_file}", "--do_lower_case=True",
            f"--max_seq_length={seq}", f"--max_predictions_per_seq={preds}", f"--random_seed={seed}",
            "--dupe_factor=2", "--masked_lm_prob=0.15", "--short_seq_prob=0.1"]
   subprocess.run([sys.executable, "-m", "bert.create_pretraining_data", *flags,
                   "--output_file=" + ",".join(ref_outputs)], check=True, capture_output=True,
                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  return [parsed_records([f]) for f in ref_outputs]
+
+
+def assert_equals_reference(tmp_path, input_file, vocab_file, seq=128, preds=20, seed=12345, n_out=1):
+  """Runs the reference and our reference-compatible mode on the same input: the records must be equal one for
+  one, in order, over every output file."""
+  expected = run_reference(tmp_path, input_file, vocab_file, seq, preds, seed, n_out)
   config = instances.InstanceConfig(max_seq_length=seq, max_predictions_per_seq=preds, dupe_factor=2)
-  ours, stats = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, config=config, random_seed=seed,
+  ours, stats = run_ours(tmp_path, input_file, vocab_file, config=config, random_seed=seed,
                          reference_compatible=True, n_out=n_out)
-  for ref_file, our_file in zip(ref_outputs, ours):
-    expected = parsed_records([ref_file])
-    assert len(expected) > 50
-    assert parsed_records([our_file]) == expected
-  assert stats["instances"] == sum(len(parsed_records([f])) for f in ref_outputs)
+  for records_of_file, our_file in zip(expected, ours):
+    assert len(records_of_file) > 50
+    assert parsed_records([our_file]) == records_of_file
+  assert stats["instances"] == sum(len(r) for r in expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seq,preds,seed,n_out", [(128, 20, 12345, 1), (37, 5, 7, 2)])
+def test_reference_compatible_mode_equals_google_research(tmp_path, small_corpus, bert_uncased_vocab_file,
+                                                          seq, preds, seed, n_out):
+  assert_equals_reference(tmp_path, small_corpus, bert_uncased_vocab_file, seq, preds, seed, n_out)
+
+
+@pytest.mark.slow
+def test_carriage_returns_read_as_google_research_reads_them(tmp_path, small_corpus, bert_uncased_vocab_file):
+  """Windows line ends throughout, and lone "\r" inside lines: the reference's reader (TensorFlow's GFile
+  readline) drops every "\r", so "Ein\rWort" is the one word "einwort", not two; our records must be its."""
+  text = open(small_corpus, encoding="utf-8").read()
+  assert "Ein Wort" in text and text.count(" the ") > 20
+  text = text.replace("Ein Wort", "Ein\rWort").replace(" the ", " the\r", 20).replace("\n", "\r\n")
+  path = tmp_path / "crlf.txt"
+  path.write_bytes(text.encode("utf-8"))
+  assert_equals_reference(tmp_path, str(path), bert_uncased_vocab_file, seq=37, preds=5, seed=7)
+  # The case is a real one: read as whitespace, the lone "\r" would give other tokens.
+  tokenizer = tokenization.FullTokenizer(bert_uncased_vocab_file)
+  lines = [line for _, document in pretraining_data.iter_document_lines([str(path)]) for line in document]
+  assert any(line.startswith("EinWort über") for line in lines) and not any("\r" in line for line in lines)
+  assert tokenizer.tokenize("Ein\rWort") != tokenizer.tokenize("EinWort")
 
 
 @pytest.fixture(scope="module")
@@ -240,17 +267,65 @@ def test_undecodable_input_fails_with_file_and_line_and_leaves_no_output(tmp_pat
   assert os.listdir(out_dir) == []  # Neither outputs nor temporaries.
 
 
-def test_empty_and_tiny_inputs_do_not_crash(tmp_path, bert_uncased_vocab_file):
+def test_empty_inputs_are_refused_and_tiny_ones_work(tmp_path, bert_uncased_vocab_file):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n\n", encoding="utf-8")
-  outputs, stats = run_ours(tmp_path, str(empty), bert_uncased_vocab_file, name="empty")
-  assert stats["instances"] == 0 and parsed_records(outputs) == []
+  with pytest.raises(ValueError, match="empty.txt: no documents"):
+    run_ours(tmp_path, str(empty), bert_uncased_vocab_file, name="empty")
+  assert os.listdir(tmp_path) == ["empty.txt"]
   one = tmp_path / "one.txt"
   one.write_text("Just one sentence in one document.\n", encoding="utf-8")
   outputs, stats = run_ours(tmp_path, str(one), bert_uncased_vocab_file, name="one",
                             config=instances.InstanceConfig(dupe_factor=2), reference_compatible=True)
   found = parsed_records(outputs)
   assert len(found) == stats["instances"] == 2 and all(r["next_sentence_labels"] == (1,) for r in found)
+
+
+# -- Bad inputs as a user meets them: the script run from its folder with relative paths ----------------------
+
+
+def run_script_in(folder, *args):
+  """The script in a fresh process, run from `folder`, with the environment a user has (no quieting)."""
+  return subprocess.run([sys.executable, os.path.join(SCRIPTS, "create_pretraining_data.py"), *args],
+                        cwd=folder, capture_output=True, text=True)
+
+
+def assert_one_line_error(result, expected):
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  assert [line for line in result.stderr.splitlines() if "error" in line.lower()] == [f"error: {expected}"]
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+  """A folder with a tiny vocabulary, a text folder, and corpora that give no records."""
+  (tmp_path / "vocab.txt").write_text("".join(f"{t}\n" for t in [*tokenization.SPECIAL_TOKENS, "a", "b"]))
+  (tmp_path / "texts").mkdir()
+  (tmp_path / "empty.txt").write_bytes(b"")
+  (tmp_path / "blank.txt").write_bytes(b"\n \n\t\r\n\n")
+  (tmp_path / "control.txt").write_bytes(b"\x00\x01\n\n\x02\n")  # Non-blank lines without a single token.
+  return tmp_path
+
+
+@pytest.mark.parametrize("input_file,mode,expected", [
+    ("empty.txt", "--noreference_compatible", "empty.txt: no documents (the corpus is empty or blank): give one "
+     "sentence a line, a blank line between documents; nothing was written"),
+    ("blank.txt", "--reference_compatible", "blank.txt: no documents (the corpus is empty or blank): give one "
+     "sentence a line, a blank line between documents; nothing was written"),
+    ("control.txt", "--noreference_compatible", "control.txt: no instances: no line of the corpus has a token (its "
+     "non-blank lines hold only control or unprintable characters, which the tokenizer drops); nothing was "
+     "written"),
+    ("control.txt", "--reference_compatible", "control.txt: no instances: no line of the corpus has a token (its "
+     "non-blank lines hold only control or unprintable characters, which the tokenizer drops); nothing was "
+     "written"),
+    ("texts", "--noreference_compatible", "--input_file=texts is a directory: give files or globs, e.g. "
+     "texts/*.txt"),
+])
+def test_inputs_without_records_are_refused_and_nothing_is_written(user_folder, input_file, mode, expected):
+  result = run_script_in(user_folder, f"--input_file={input_file}", "--output_file=out/p.tfrecord",
+                         "--vocab_file=vocab.txt", "--dupe_factor=1", mode)
+  assert_one_line_error(result, expected)
+  assert not (user_folder / "out").exists() or os.listdir(user_folder / "out") == []
 
 
 def test_remote_paths_go_through_gfile(small_corpus, bert_uncased_vocab_file):

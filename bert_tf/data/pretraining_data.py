@@ -260,9 +260,16 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   for path in run.input_files:
     if not fileio.exists(path):
       raise FileNotFoundError(f"input file {path} does not exist")
+    if text_io.is_directory(path):
+      raise IsADirectoryError(f"input file {path} is a directory: give files or globs, e.g. "
+                              f"{os.path.join(path, '*.txt')}")
   vocab = tokenization.load_vocab(run.tokenizer.vocab_file)
   tokenization.check_special_tokens(vocab, run.tokenizer.vocab_file)
   vocab_ids = instances_lib.VocabIds.from_vocab(vocab)
+  # Before any output exists. Reads up to the first non-blank line: at once for any real corpus.
+  if next(iter_document_lines(run.input_files), None) is None:
+    raise ValueError(f"{text_io.name_files(run.input_files)}: no documents (the corpus is empty or blank): give "
+                     "one sentence a line, a blank line between documents; nothing was written")
 
   if instances_lib.BACKEND != "compiled":
     progress("bert_tf.data._draws is not compiled (pip install -e . builds it with a C compiler): the records are "
@@ -295,6 +302,18 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   return summary
 
 
+def _check_some_instances(run: RunConfig, stats: Stats) -> None:
+  """A run without a single instance is an error, not an empty output that looks complete.
+
+  Documents exist (checked up front), and any document with a token gives an instance per pass, so this means
+  every non-blank line lost all its characters to the tokenizer's cleaning (control characters, U+FFFD...).
+  """
+  if stats.instances == 0:
+    raise ValueError(f"{text_io.name_files(run.input_files)}: no instances: no line of the corpus has a token "
+                     "(its non-blank lines hold only control or unprintable characters, which the tokenizer "
+                     "drops); nothing was written")
+
+
 def _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress) -> None:
   rng = random.Random(run.random_seed)
   tokenizer = run.tokenizer.build(vocab)
@@ -305,6 +324,7 @@ def _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress) ->
   del document_lines
   progress(f"{len(documents)} documents; creating instances ({config.dupe_factor} passes)")
   serialized = make_records(documents, config, vocab_ids, rng, stats)
+  _check_some_instances(run, stats)
   writers = [records.TFRecordFileWriter(path) for path in run.output_files]
   try:
     for k, record in enumerate(serialized):
@@ -391,6 +411,7 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
         next_to_finish += 1
       executor.shutdown()
       executor = None
+    _check_some_instances(run, stats)  # Before the outputs are committed: aborting them leaves nothing.
     for writer in writers:
       writer.close()
   except BaseException:

@@ -1,15 +1,20 @@
 """Reading the pretraining input format: plain or gzip text, local or `gs://`, one sentence a line.
 
-Lines are split on b"\\n" only and decoded as strict UTF-8, exactly as google-research's
-`tf.gfile.GFile(path, "r").readline()` does, so a corpus that the reference reads we read the same way, and a
-corpus it cannot decode we reject too, but with the file and line named.
+Lines are split on b"\\n" only, every carriage return is dropped and the rest is decoded as strict UTF-8,
+exactly as google-research's `tf.gfile.GFile(path, "r").readline()` does (TensorFlow's line reader skips each
+"\\r" wherever it stands: measured with TF 2.20), so a corpus that the reference reads we read the same way, and
+a corpus it cannot decode we reject too, but with the file and line named. Hence "\\r\\n" ends a line as "\\n"
+does, and a lone "\\r" inside a line joins the text on its two sides: "ab\\rcd" reads as "abcd", one word, in
+both modes of `create_pretraining_data` (a file with old Mac "\\r" line ends reads as a single line).
 """
 
 from __future__ import annotations
 
+import glob
 import gzip
 import io
-from typing import Iterator
+import os
+from typing import Iterator, Sequence
 
 from bert_tf import fileio
 
@@ -18,6 +23,43 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 class CorpusDecodeError(ValueError):
   """A line of the input is not valid UTF-8."""
+
+
+def expand_input_files(patterns: str, what: str = "--input_file") -> list[str]:
+  """Comma-separated globs -> files (`fileio.expand_globs`), refusing directories with a message naming them.
+
+  Raises FileNotFoundError naming a pattern that matches nothing, IsADirectoryError naming a directory.
+  """
+  files: list[str] = []
+  for pattern in (p.strip() for p in patterns.split(",")):
+    if not pattern:
+      continue
+    matched = fileio.expand_globs(pattern, what)  # Raises naming a pattern that matches nothing.
+    is_glob = glob.has_magic(pattern)
+    for path in matched:
+      # A stat per file locally; remotely one request each, so only for a path given as it is.
+      if (not is_glob or not fileio.is_remote(path)) and is_directory(path):
+        example = os.path.join(path, "*.txt")
+        if not is_glob:
+          raise IsADirectoryError(f"{what}={pattern} is a directory: give files or globs, e.g. {example}")
+        raise IsADirectoryError(f"{what}: {pattern!r} matches the directory {path}: give files or globs of "
+                                f"files, e.g. {example}")
+    files.extend(matched)
+  return files or fileio.expand_globs(patterns, what)  # The latter raises its "no file given" message.
+
+
+def is_directory(path: str) -> bool:
+  if fileio.is_remote(path):
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+  return os.path.isdir(path)
+
+
+def name_files(paths: Sequence[str], most: int = 3) -> str:
+  """"a.txt", "a.txt, b.txt" or "a.txt, b.txt, c.txt and 7 more files": for messages about a whole input."""
+  shown = ", ".join(paths[:most])
+  return shown if len(paths) <= most else f"{shown} and {len(paths) - most} more files"
 
 
 def open_binary(path: str):
@@ -55,7 +97,12 @@ class _GFileRaw(io.RawIOBase):
 
 
 def iter_lines_with_size(path: str) -> Iterator[tuple[int, str, int]]:
-  """Yields (1-based line number, line stripped of surrounding whitespace, raw size in bytes) per line."""
+  """Yields (1-based line number, line stripped of surrounding whitespace, raw size in bytes) per line.
+
+  Lines end at b"\\n"; carriage returns are dropped wherever they are, as in the reference (module docstring).
+  """
+  if is_directory(path):
+    raise IsADirectoryError(f"{path} is a directory: give files or globs, e.g. {os.path.join(path, '*.txt')}")
   with open_binary(path) as f:
     for number, raw in enumerate(f, start=1):
       try:
@@ -64,7 +111,7 @@ def iter_lines_with_size(path: str) -> Iterator[tuple[int, str, int]]:
         raise CorpusDecodeError(
             f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); "
             "re-encode the file as UTF-8") from None
-      yield number, line.strip(), len(raw)
+      yield number, line.replace("\r", "").strip(), len(raw)
 
 
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
