@@ -88,10 +88,12 @@ def test_input_error_names_the_damaged_record(tmp_path):
   data[2 * frame + 20] ^= 0x04
   bad.write_bytes(bytes(data))
   task = pretraining.PretrainingTask(_config(tmp_path / "*.tfrecord"))
-  error = tf.errors.DataLossError(None, None, "corrupted record at 120\n\t [[{{node IteratorGetNext}}]]")
+  error = tf.errors.DataLossError(None, None, "{{function_node __wrapped__IteratorGetNext_output_types_1_device_/"
+                                  "job:localhost/replica:0/task:0/device:CPU:0}} corrupted record at 120 "
+                                  "[Op:IteratorGetNext]\n\t [[{{node IteratorGetNext}}]]")
   assert task.input_error(error) == f"{bad}: record 2 (byte {2 * frame}) is corrupt: its data fails its checksum"
   bad.write_bytes(bytes(data[:2 * frame]))  # now whole: TensorFlow's own first line is all there is to say
-  assert task.input_error(error) == "corrupted record at 120"
+  assert task.input_error(error) == "corrupted record at 120 [Op:IteratorGetNext]"
 
 
 @pytest.mark.slow  # a subprocess that imports TensorFlow: about 12 s here

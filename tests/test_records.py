@@ -264,3 +264,18 @@ def test_mixed_shapes_name_both_files(tmp_path):
     records.check_record_files([a, c])
   assert str(error.value) == (f"{c} holds records of max_seq_length {T}, unmasked but {a} holds records of "
                               f"max_seq_length {T}, max_predictions_per_seq {P}: {fix}")
+
+
+def test_remote_paths_are_read_through_gfile(tmp_path):
+  root = f"ram://{tmp_path.name}"  # TensorFlow's in-memory file system stands in for gs://
+  write_shard(f"{root}/a.tfrecord")
+  frame = write_shard(f"{root}/b.tfrecord")
+  with tf.io.gfile.GFile(f"{root}/b.tfrecord", "rb") as f:
+    data = f.read()
+  with tf.io.gfile.GFile(f"{root}/cut.tfrecord", "wb") as f:
+    f.write(data[:3 * frame + 1])
+  assert [i.num_records for i in records.check_record_files([f"{root}/a.tfrecord", f"{root}/b.tfrecord"])] == [5, 5]
+  with pytest.raises(ValueError) as error:
+    records.check_record_files([f"{root}/a.tfrecord", f"{root}/cut.tfrecord"])
+  assert str(error.value) == (f"{root}/cut.tfrecord: truncated at byte {3 * frame + 1} after 3 records: the writer "
+                              "was interrupted; recreate it")

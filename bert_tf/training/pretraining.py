@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import keras
 import tensorflow as tf
@@ -147,7 +148,9 @@ class PretrainingTask(trainer.Task):
     if found:
       return found
     message = getattr(error, "message", None) or str(error)
-    return (message.strip().splitlines() or [type(error).__name__])[0]
+    # TensorFlow opens with "{{function_node __wrapped__IteratorGetNext_...}} ", which says nothing to a user.
+    message = re.sub(r"^\{\{[^}]*\}\}\s*", "", message.strip())
+    return (message.splitlines() or [type(error).__name__])[0]
 
 
 def check_records(config: PretrainingConfig) -> None:
