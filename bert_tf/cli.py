@@ -8,9 +8,44 @@ import signal
 import sys
 from typing import Callable
 
+from bert_tf.errors import UserError, is_disk_full
+
 # Exceptions that mean "the input or the flags are wrong": shown as one line, without a traceback.
 USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, ValueError,
-               UnicodeDecodeError)
+               UnicodeDecodeError, UserError)
+INTERRUPTED = 130  # 128 + SIGINT
+
+
+class _UserFacingLogs(logging.Filter):
+  """Drops the INFO lines TensorFlow and Keras log through absl for their own developers ("Sharding callback
+  duration", "Writing fingerprint", "contains input name(s) ... with unsupported characters"); keeps every
+  line of bert_tf and every warning."""
+
+  _ours = os.path.dirname(os.path.abspath(__file__))
+
+  def filter(self, record):
+    return record.levelno >= logging.WARNING or record.pathname.startswith(self._ours) or \
+        "/scripts/" in record.pathname or "/bench/" in record.pathname
+
+
+class _ShortFormatter(logging.Formatter):
+  """`21:10:35 step 2/8 ...`; warnings and errors say so. absl's default prefix (level, date, thread id,
+  file:line) is for developers."""
+
+  def format(self, record):
+    level = "" if record.levelno < logging.WARNING else record.levelname.lower() + ": "
+    return f"{self.formatTime(record, '%H:%M:%S')} {level}{record.getMessage()}"
+
+
+def quiet_logs() -> None:
+  """Short log lines, without TensorFlow's internal INFO lines (absl's handler, called once flags parsed)."""
+  from absl import logging as absl_logging
+
+  handler = absl_logging.get_absl_handler()
+  handler.setFormatter(_ShortFormatter())
+  if not any(isinstance(f, _UserFacingLogs) for f in handler.filters):
+    handler.addFilter(_UserFacingLogs())
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
 def quiet_tensorflow() -> None:
@@ -31,11 +66,23 @@ def run(main: Callable[[list[str]], None]) -> None:
   signal.signal(signal.SIGTERM, on_sigterm)
 
   def wrapped(argv):
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    quiet_logs()
     try:
       main(argv)
     except USER_ERRORS as e:
       print(f"error: {e}", file=sys.stderr)
+      sys.exit(1)
+    except KeyboardInterrupt:
+      # Outside a training loop (start-up, evaluation, export); a loop saves and stops by itself.
+      print("\ninterrupted (Ctrl-C); outputs are written whole or not at all: rerun the same command to resume",
+            file=sys.stderr)
+      sys.exit(INTERRUPTED)
+    except Exception as e:  # pylint: disable=broad-except
+      if not is_disk_full(e):
+        raise
+      line = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)
+      print(f"error: out of disk space (or over a file-size limit): {line}; free space and rerun the same "
+            "command", file=sys.stderr)
       sys.exit(1)
 
   app.run(wrapped)

@@ -20,6 +20,15 @@ def is_remote(path: str) -> bool:
   return "://" in path
 
 
+def absolute(path: str) -> str:
+  """`path` made absolute against the working directory (local paths); remote paths unchanged.
+
+  Run directories are made absolute once, up front: TensorFlow's checkpoint state file lists paths that
+  `tf.train.get_checkpoint_state` joins onto the directory, and a relative directory joined twice points
+  nowhere, which made a rerun start again from step 0."""
+  return path if is_remote(path) else os.path.abspath(path)
+
+
 def _gfile():
   import tensorflow as tf
 

@@ -94,10 +94,14 @@ def main(argv):
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
   from bert_tf.tasks import glue_finetuning
 
+  from bert_tf.training import run_lock
+
   logging.set_verbosity(logging.INFO)
-  summary = glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line))
+  # One run per --output_dir (the chief's lock; workers of a multi-worker job share the directory).
+  with run_lock.RunLock(config.output_dir, enabled=run_lock.is_chief_from_env()):
+    summary = glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line))
   if summary.get("interrupted"):
-    sys.exit(143)
+    sys.exit(summary.get("exit_code", 143))  # 130 after Ctrl-C, 143 after SIGTERM: saved; rerun to resume
   shown = {k: v for k, v in summary.items() if k not in ("train_history",)}
   print(json.dumps(shown, indent=2, default=str))
 

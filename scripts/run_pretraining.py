@@ -1,8 +1,9 @@
 """Pretrains BERT (masked LM + next sentence) on google-research-format TFRecords; see docs/pretraining.md.
 
 Flags are google-research/bert's where it had them. Rerunning the same command resumes from the newest
-checkpoint in --output_dir; SIGTERM saves a checkpoint and exits with status 143 (rerun to resume). At the end
-the encoder is written for fine-tuning: <output_dir>/encoder_checkpoint/, encoder_savedmodel/, bert_config.json.
+checkpoint in --output_dir; Ctrl-C or SIGTERM saves a checkpoint and exits with status 130 or 143 (rerun to
+resume; a second Ctrl-C exits at once). One run per --output_dir: a second is refused while the first lives.
+At the end the encoder is written for fine-tuning: <output_dir>/encoder_checkpoint/, encoder_savedmodel/, bert_config.json.
 
   python scripts/run_pretraining.py --input_file='tfrecords/pretrain-*.tfrecord' --output_dir=out/pretrain \
       --bert_config_file=configs/bert_tiny.json --num_train_steps=10000 --num_warmup_steps=1000
@@ -42,9 +43,6 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking."
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
 flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights).")
 
-TERMINATED = 143  # 128 + SIGTERM: stopped early after saving; rerun to resume.
-
-
 def _config():
   from bert_tf.config import BertConfig
   from bert_tf.training import pretraining
@@ -77,7 +75,7 @@ def main(argv):
   logging.set_verbosity(logging.INFO)
   result = pretraining.run_pretraining(config)
   if result.interrupted:
-    sys.exit(TERMINATED)
+    sys.exit(result.exit_code)  # 130 after Ctrl-C, 143 after SIGTERM: saved; rerun to resume
 
 
 if __name__ == "__main__":

@@ -13,17 +13,21 @@ import tensorflow as tf
 import training_helpers as th
 
 STEPS = 8
+SCRIPT = os.path.join(th.REPO, "scripts", "run_pretraining.py")
+HELPER = os.path.join(th.REPO, "tests", "interrupted_pretraining.py")
+FSIZE_BYTES = 8192  # below one checkpoint's data file (asserted), above everything else the run writes
 
 
-def _flags(data, config, out):
+def _flags(out, data="data/records-*.tfrecord", config="bert_config.json"):
+  # Relative paths, as users type them: the runs start in the test's directory.
   return [f"--input_file={data}", f"--output_dir={out}", f"--bert_config_file={config}",
           f"--max_seq_length={th.T}", f"--max_predictions_per_seq={th.P}", "--train_batch_size=6",
           f"--num_train_steps={STEPS}", "--num_warmup_steps=2", "--save_checkpoints_steps=3", "--steps_per_loop=1",
           "--log_steps=2", "--distribution_strategy=one_device", "--deterministic", "--seed=5"]
 
 
-def _start(args, **env):
-  return subprocess.Popen([sys.executable, *args], cwd=th.REPO, env=th.python_env(**env), stdout=subprocess.PIPE,
+def _start(cwd, args, **env):
+  return subprocess.Popen([sys.executable, *args], cwd=cwd, env=th.python_env(**env), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
 
 
@@ -39,27 +43,36 @@ def _weights(prefix):
           if name.endswith("VARIABLE_VALUE") and not name.startswith(("iterator", "save_counter"))}
 
 
+LEFTOVERS = ["interrupted/checkpoints/ckpt-9_temp/part-00000-of-00001.data-00000-of-00001.tempstate1",
+             "interrupted/checkpoints/ckpt-7.data-00000-of-00001",  # data without its index
+             "interrupted/checkpoints/checkpoint.tmp0f1e2d3c",
+             "interrupted/.encoder_savedmodel.tmp-0123abcd/saved_model.pb",
+             "interrupted/.encoder_checkpoint.tmp-89abcdef/encoder.index"]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-  """An uninterrupted run, and beside it (two cores) the same command preempted at step 2, killed at step 7
-  and rerun to the end."""
+  """In one working directory, with relative paths: an uninterrupted run; beside it (two cores) the same command
+  preempted (SIGTERM) at step 2, stopped by Ctrl-C at step 4, killed (SIGKILL) at step 7 and rerun to the end
+  over planted leftovers of interrupted saves; and a run whose disk fills up at its second checkpoint, rerun."""
   root = tmp_path_factory.mktemp("run_pretraining")
-  data = th.write_records(root / "data")
-  config = str(root / "bert_config.json")
-  th.tiny_bert_config(dropout=0.1).to_json_file(config)  # dropout on: its random state must resume too
-  script = "scripts/run_pretraining.py"
-  helper = os.path.join("tests", "interrupted_pretraining.py")
-  whole = _start([script, *_flags(data, config, root / "whole")])
+  th.write_records(root / "data")
+  th.tiny_bert_config(dropout=0.1).to_json_file(str(root / "bert_config.json"))  # dropout: its state resumes too
+  whole = _start(root, [SCRIPT, *_flags("whole")])
   steps = {}
-  out = root / "interrupted"
-  steps["term"] = _finish(_start([helper, *_flags(data, config, out)], INTERRUPT_AT_STEP=2,
-                                 INTERRUPT_SIGNAL="TERM"))
-  steps["term_checkpoints"] = sorted(os.listdir(out / "checkpoints"))
-  steps["term_outputs"] = sorted(os.listdir(out))
-  steps["kill"] = _finish(_start([helper, *_flags(data, config, out)], INTERRUPT_AT_STEP=7,
-                                 INTERRUPT_SIGNAL="KILL"))
-  steps["kill_checkpoints"] = sorted(os.listdir(out / "checkpoints"))
-  steps["rerun"] = _finish(_start([script, *_flags(data, config, out)]))
+  for kind, at in (("TERM", 2), ("INT", 4), ("KILL", 7)):
+    steps[kind] = _finish(_start(root, [HELPER, *_flags("interrupted")], INTERRUPT_AT_STEP=at,
+                                 INTERRUPT_SIGNAL=kind))
+    steps[kind + "_checkpoints"] = sorted(os.listdir(root / "interrupted" / "checkpoints"))
+    steps[kind + "_outputs"] = sorted(os.listdir(root / "interrupted"))
+  for leftover in LEFTOVERS:
+    os.makedirs(os.path.dirname(root / leftover), exist_ok=True)
+    (root / leftover).write_bytes(b"partial")
+  steps["rerun"] = _finish(_start(root, [SCRIPT, *_flags("interrupted")]))
+  steps["full"] = _finish(_start(root, [HELPER, *_flags("diskfull")], INTERRUPT_AT_STEP=4, INTERRUPT_SIGNAL="FSIZE",
+                                 FSIZE_BYTES=FSIZE_BYTES))
+  steps["full_checkpoints"] = sorted(os.listdir(root / "diskfull" / "checkpoints"))
+  steps["full_rerun"] = _finish(_start(root, [SCRIPT, *_flags("diskfull")]))
   steps["whole"] = _finish(whole)
   return root, steps
 
@@ -70,9 +83,12 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
   rc, output = steps["whole"]
   assert rc == 0, output[-3000:]
   assert f"step {STEPS}/{STEPS}" in output and "mlm_accuracy" in output and "sequences_per_second" in output
+  assert f"starting fresh in {root / 'whole' / 'checkpoints'}" in output
+  assert "step 1/8  loss " in output and "examples/s" in output  # progress from the first step
+  assert "Sharding callback" not in output and "unsupported characters" not in output  # TensorFlow's INFO lines
   out = root / "whole"
   expected = {"bert_config.json", "checkpoints", "encoder_checkpoint", "encoder_savedmodel", "train"}
-  assert expected <= set(os.listdir(out))
+  assert set(os.listdir(out)) == expected  # the lock is gone with the run, no temporaries
   latest = tf.train.latest_checkpoint(str(out / "checkpoints"))
   assert latest.endswith(f"ckpt-{STEPS}")
   saved = tf.train.load_checkpoint(latest).get_variable_to_shape_map()
@@ -93,27 +109,86 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
   np.testing.assert_allclose(served["pooled_output"], encoder(features)["pooled_output"], atol=1e-6)
 
 
-@pytest.mark.slow
-def test_preempted_and_killed_runs_resume_to_the_uninterrupted_weights(runs):
-  root, steps = runs
-  rc, output = steps["term"]
-  assert rc == 143, output[-3000:]
-  assert "stopped at step 2" in output
-  assert "ckpt-2.index" in steps["term_checkpoints"]  # saved on SIGTERM, off the every-3-steps schedule
-  assert "encoder_checkpoint" not in steps["term_outputs"]  # the hand-off is for finished runs only
-  rc, output = steps["kill"]
-  assert rc == -signal.SIGKILL, output[-3000:]
-  assert "resuming at step 2" in output
-  assert {"ckpt-3.index", "ckpt-6.index"} <= set(steps["kill_checkpoints"])
-  assert "ckpt-7.index" not in steps["kill_checkpoints"]
-  rc, output = steps["rerun"]
-  assert rc == 0, output[-3000:]
-  assert "resuming at step 6" in output
+def _assert_same_weights(root, run):
   whole = _weights(str(root / "whole" / "checkpoints" / f"ckpt-{STEPS}"))
-  resumed = _weights(str(root / "interrupted" / "checkpoints" / f"ckpt-{STEPS}"))
+  resumed = _weights(str(root / run / "checkpoints" / f"ckpt-{STEPS}"))
   assert whole.keys() == resumed.keys() and len(whole) > 10
   for name in whole:
     np.testing.assert_array_equal(resumed[name], whole[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_preempted_interrupted_and_killed_runs_resume_from_a_relative_output_dir_to_the_same_weights(runs):
+  root, steps = runs
+  checkpoints = root / "interrupted" / "checkpoints"
+  rc, output = steps["TERM"]
+  assert rc == 143, output[-3000:]
+  assert "stopped at step 2 on request; saved " in output and "Traceback" not in output
+  assert "ckpt-2.index" in steps["TERM_checkpoints"]  # saved on SIGTERM, off the every-3-steps schedule
+  assert "encoder_checkpoint" not in steps["TERM_outputs"]  # the hand-off is for finished runs only
+  rc, output = steps["INT"]
+  assert rc == 130, output[-3000:]  # Ctrl-C: saved, exit 128 + SIGINT, no traceback
+  assert f"resuming at step 2 from {checkpoints / 'ckpt-2'}" in output
+  assert "received SIGINT: stopping after the current step" in output
+  assert f"stopped at step 4 on request; saved {checkpoints / 'ckpt-4'}. Rerun the same command" in output
+  assert "Traceback" not in output and "KeyboardInterrupt" not in output
+  assert {"ckpt-3.index", "ckpt-4.index"} <= set(steps["INT_checkpoints"])
+  rc, output = steps["KILL"]
+  assert rc == -signal.SIGKILL, output[-3000:]
+  assert "resuming at step 4" in output
+  assert {"ckpt-4.index", "ckpt-6.index"} <= set(steps["KILL_checkpoints"])
+  assert "ckpt-7.index" not in steps["KILL_checkpoints"]
+  assert ".lock" in steps["KILL_outputs"]  # left by the killed run ...
+  rc, output = steps["rerun"]
+  assert rc == 0, output[-3000:]
+  assert "taking over the lock of a run that is no longer alive" in output  # ... and taken over
+  assert "resuming at step 6" in output
+  for leftover in LEFTOVERS:  # removed, with a warning naming each
+    top = leftover.split("/")[:3] if "/checkpoints/" in leftover else leftover.split("/")[:2]
+    assert not os.path.exists(root.joinpath(*top)), leftover
+    assert str(root.joinpath(*top)) in output, leftover
+  assert ".lock" not in os.listdir(root / "interrupted")
+  _assert_same_weights(root, "interrupted")
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_with_one_line_keeps_the_previous_checkpoint_and_the_rerun_resumes(runs):
+  root, steps = runs
+  rc, output = steps["full"]
+  checkpoints = root / "diskfull" / "checkpoints"
+  assert os.path.getsize(checkpoints / "ckpt-3.data-00000-of-00001") > FSIZE_BYTES  # the limit bites
+  assert rc == 1, output[-3000:]
+  errors = [line for line in output.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and "Traceback" not in output, output[-3000:]
+  assert errors[0].startswith(f"error: no room to write checkpoint {checkpoints / 'ckpt-6'} (")
+  assert "File too large" in errors[0] and " MiB free in " in errors[0]
+  assert f"the previous checkpoint {checkpoints / 'ckpt-3'} is intact" in errors[0]
+  assert not [n for n in steps["full_checkpoints"] if n.startswith("ckpt-6")]  # no partial files
+  assert {"ckpt-3.index", "checkpoint"} <= set(steps["full_checkpoints"])
+  rc, output = steps["full_rerun"]
+  assert rc == 0, output[-3000:]
+  assert "resuming at step 3" in output
+  _assert_same_weights(root, "diskfull")
+
+
+def test_a_second_run_on_a_locked_output_dir_is_refused_naming_the_holder(tmp_path):
+  import json
+  import socket
+
+  from bert_tf.training import run_lock
+
+  th.write_records(tmp_path / "data", num_files=1, per_file=2)
+  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
+  os.makedirs(tmp_path / "busy")
+  holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": "2026-11-23T10:00:00",
+            "process_start": run_lock._process_start(os.getpid()), "heartbeat": 0}  # this live test process
+  (tmp_path / "busy" / ".lock").write_text(json.dumps(holder))
+  result = subprocess.run([sys.executable, SCRIPT, *_flags("busy")], cwd=tmp_path, env=th.python_env(),
+                          capture_output=True, text=True, timeout=200)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert (f"error: {tmp_path / 'busy'} is in use by another run (host {socket.gethostname()}, pid {os.getpid()}, "
+          "started 2026-11-23T10:00:00)") in result.stderr, result.stderr[-2000:]
+  assert os.listdir(tmp_path / "busy") == [".lock"]  # nothing written, the holder's lock untouched
 
 
 def test_bad_flags_exit_1_with_a_message_naming_the_flag(tmp_path):
@@ -122,7 +197,7 @@ def test_bad_flags_exit_1_with_a_message_naming_the_flag(tmp_path):
   th.tiny_bert_config().to_json_file(config)
   flags = [f"--input_file={data}", f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
            "--max_seq_length=12", f"--max_predictions_per_seq={th.P}"]
-  result = th.run_python(["scripts/run_pretraining.py", *flags])
+  result = th.run_python([SCRIPT, *flags])
   assert result.returncode == 1
   assert "error:" in result.stderr and "--max_seq_length=13" in result.stderr, result.stderr[-2000:]
 
@@ -139,7 +214,7 @@ def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit
            f"--max_predictions_per_seq={th.P}", "--distribution_strategy=one_device"]
   flags += {"flag": [f"--max_seq_length={th.T + 4}"], "records": [f"--max_seq_length={th.T - 1}"],
             "whole_word_mask": [f"--max_seq_length={th.T}", "--do_whole_word_mask"]}[case]
-  result = th.run_python(["scripts/run_pretraining.py", *flags])
+  result = th.run_python([SCRIPT, *flags])
   assert result.returncode == 1, result.stderr[-2000:]
   expected = {
       "flag": f"error: --max_seq_length={th.T + 4} exceeds max_position_embeddings={positions} in {config}: ",

@@ -15,18 +15,32 @@ exists, so a state file that got ahead of its files cannot break a resume.
 Under MultiWorkerMirroredStrategy every worker must take part in a save (it may run collectives), but only the
 chief's files are kept: the others write to `.tmp-worker-<w>/`, deleted right after. Each worker's input
 iterator holds that worker's own file shard and position, so each saves it in its own `input_pipeline-<w>/`.
+
+What a kill can leave behind (`ckpt-<step>_temp/`, data shards without their index, the state file's temporary,
+`.tmp-worker-<w>/`, and the hidden `.<name>.tmp-*` of an interrupted export) is removed by the next run of the
+same command (`remove_leftovers`), which holds the output directory's lock (run_lock.py), so no live run's
+files are touched. A save that fails for lack of space removes its partial files, leaves the previous
+checkpoint as it was, and raises `DiskFull` naming the path and the space needed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import sys
 import threading
+from typing import Callable
 
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
+from bert_tf.errors import DiskFull, is_disk_full
 from bert_tf.training import distribute
+
+# Hidden temporaries of fileio.temp_path_for / handoff's directory writes: `.<name>.tmp-<8 hex>`.
+_TEMP_NAME = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")
 
 
 class Checkpointer:
@@ -34,12 +48,14 @@ class Checkpointer:
 
   def __init__(self, directory: str, strategy: tf.distribute.Strategy, max_to_keep: int = 5,
                iterator=None, **items):
-    self.directory = directory
+    self.directory = fileio.absolute(directory)
+    directory = self.directory
     self.chief = distribute.is_chief(strategy)
     self.worker = distribute.worker_index(strategy)
     multi_worker = distribute.num_workers(strategy) > 1
     if iterator is not None and not multi_worker:
       items["iterator"] = iterator
+    self._items = items
     self.checkpoint = tf.train.Checkpoint(**items)
     write_dir = directory if self.chief else os.path.join(directory, f".tmp-worker-{self.worker}")
     self._manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=max_to_keep)
@@ -57,13 +73,15 @@ class Checkpointer:
     listed = [state.model_checkpoint_path] + list(reversed(state.all_model_checkpoint_paths))
     paths = []
     for path in listed:
-      if not os.path.isabs(path) and "://" not in path:
-        path = os.path.join(self.directory, path)
-      if path not in paths:
-        paths.append(path)
+      # get_checkpoint_state has already joined relative entries onto the directory. A state file written
+      # with a relative directory by an older version may name `out/x/checkpoints/ckpt-N` relative to
+      # its run's working directory: its basename in this directory is the file meant.
+      for candidate in (path, os.path.join(self.directory, os.path.basename(path))):
+        if candidate not in paths:
+          paths.append(candidate)
     for path in paths:
       if tf.io.gfile.exists(path + ".index"):
-        if path != paths[0]:
+        if os.path.basename(path) != os.path.basename(paths[0]):
           logging.warning("checkpoint %s is listed but incomplete; using %s", paths[0], path)
         return path
     return None
@@ -86,48 +104,187 @@ class Checkpointer:
     return path
 
   def save(self, step: int) -> str:
-    """Writes checkpoint `step`; returns the path that was kept (the chief's)."""
-    if self._input_manager is not None:
-      self._input_manager.save(checkpoint_number=step)  # before the model: the state file is the commit
-    path = self._manager.save(checkpoint_number=step)
+    """Writes checkpoint `step`; returns the path that was kept (the chief's).
+
+    Raises DiskFull, with the partial files removed and the previous checkpoints intact, when the disk (or a
+    file-size limit) has no room for it."""
+    previous = self.latest()
+    try:
+      if self._input_manager is not None:
+        self._input_manager.save(checkpoint_number=step)  # before the model: the state file is the commit
+      path = self._manager.save(checkpoint_number=step)
+    except (OSError, tf.errors.OpError) as e:
+      if not is_disk_full(e):
+        raise
+      self._remove_partial(step)
+      needed = self._size_estimate(previous)
+      raise DiskFull(
+          f"no room to write checkpoint {os.path.join(self._manager.directory, f'ckpt-{step}')} "
+          f"({_first_line(e)}): it needs about {needed / 2**20:.1f} MiB free in {self._manager.directory}; "
+          + (f"the previous checkpoint {previous} is intact: free space and rerun the same command to resume"
+             if previous else "free space and rerun the same command")) from None
     if not self.chief:
       tf.io.gfile.rmtree(self._manager.directory)
     return os.path.join(self.directory, os.path.basename(path))
 
+  def _remove_partial(self, step: int) -> None:
+    for manager in (self._manager, self._input_manager):
+      if manager is None:
+        continue
+      prefix = os.path.join(manager.directory, f"ckpt-{step}")
+      for path in tf.io.gfile.glob(prefix + ".*") + tf.io.gfile.glob(prefix + "_temp*"):
+        _remove(path)
+
+  def _size_estimate(self, previous: str | None) -> int:
+    """Bytes a checkpoint takes: the previous one's files, else the variables' sizes."""
+    if previous:
+      return sum(tf.io.gfile.stat(p).length for p in tf.io.gfile.glob(previous + ".*"))
+    seen, total = set(), 0
+    for item in self._items.values():
+      variables = getattr(item, "variables", item if isinstance(item, (list, tuple)) else [item])
+      for v in (variables() if callable(variables) else variables):
+        if isinstance(v, (tf.Variable,)) or hasattr(v, "dtype") and hasattr(v, "shape"):
+          if id(v) not in seen and v.shape.is_fully_defined():
+            seen.add(id(v))
+            total += v.shape.num_elements() * tf.as_dtype(v.dtype).size
+    return total
+
+  def remove_leftovers(self) -> list[str]:
+    """Removes what an interrupted save left in `directory` (chief only); returns what was removed."""
+    if not self.chief or not tf.io.gfile.isdir(self.directory):
+      return []
+    removed = []
+    names = set(tf.io.gfile.listdir(self.directory))
+    for name in sorted(names):
+      name = name.rstrip("/")
+      path = os.path.join(self.directory, name)
+      data = re.match(r"^(.*)\.data-\d+-of-\d+$", name)
+      if (re.match(r"^ckpt-\d+_temp", name) or name.startswith(("checkpoint.tmp", ".tmp-worker-"))
+          or (data and data.group(1) + ".index" not in names)):
+        _remove(path)
+        removed.append(path)
+    return removed
+
+
+def remove_export_leftovers(output_dir: str) -> list[str]:
+  """Removes the hidden temporaries (`.<name>.tmp-<hex>`) an interrupted export or write left in
+  `output_dir`; returns them. Call only while holding the directory's lock."""
+  output_dir = fileio.absolute(output_dir)
+  if not tf.io.gfile.isdir(output_dir):
+    return []
+  removed = []
+  for name in sorted(tf.io.gfile.listdir(output_dir)):
+    if _TEMP_NAME.match(name.rstrip("/")):
+      path = os.path.join(output_dir, name.rstrip("/"))
+      _remove(path)
+      removed.append(path)
+  return removed
+
+
+def _remove(path: str) -> None:
+  if tf.io.gfile.isdir(path):
+    tf.io.gfile.rmtree(path)
+  elif tf.io.gfile.exists(path):
+    tf.io.gfile.remove(path)
+
+
+def _first_line(error: BaseException) -> str:
+  text = getattr(error, "message", None) or str(error)
+  lines = [line for line in text.splitlines() if line.strip()]
+  line = lines[0] if lines else type(error).__name__
+  return re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+
 
 class TerminationSignal:
-  """Turns SIGTERM into a request to save and stop at the next host-loop boundary.
+  """Turns SIGTERM and SIGINT (Ctrl-C) into a request to save and stop; a second one exits at once.
 
-  Used as a context manager around the training loop (main thread only); restores the previous handler on
+  Used as a context manager around the training loop (main thread only); restores the previous handlers on
   exit. `requested(strategy)` agrees across workers, so every worker of a multi-worker job stops at the same
   step even if only one was signalled.
+
+  Why a watcher thread: Python runs signal handlers in the main thread between bytecodes, and during a long
+  TensorFlow call (a host loop of many steps) the main thread is inside C++, so a handler would run only when
+  the loop ends (minutes for a long loop). The C-level handler also writes the signal's number to a wakeup fd
+  (`signal.set_wakeup_fd`); a thread blocked on it acts at once: it sets the event and calls `on_request`,
+  which the trainer uses to set a variable its in-graph loop reads every step.
 
   Why not `tf.distribute.experimental.PreemptionCheckpointHandler`: on GCE TPU and CPU VMs it does nothing (by
   its source, TF 2.20), it counts its own `run` calls and adds them to the checkpoint, and it ends the process
   itself; this handler behaves the same under every strategy and leaves exit codes to the caller.
   """
 
-  def __init__(self, signals=(signal.SIGTERM,)):
+  def __init__(self, signals=(signal.SIGTERM, signal.SIGINT), on_request: Callable[[], None] | None = None):
     self._signals = signals
+    self._on_request = on_request
     self._event = threading.Event()
     self._previous = {}
     self._agree_fn = None
+    self._pipe = None
+    self._previous_fd = None
+    self._count = 0
+    self._lock = threading.Lock()
+    self.signum: int | None = None  # the first signal received
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
+      read_fd, write_fd = os.pipe()
+      os.set_blocking(write_fd, False)
+      self._pipe = (read_fd, write_fd)
+      self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
       for s in self._signals:
         self._previous[s] = signal.signal(s, self._handle)
+      threading.Thread(target=self._watch, args=(read_fd,), name="termination-signal", daemon=True).start()
     return self
 
   def __exit__(self, *exc):
     for s, handler in self._previous.items():
       signal.signal(s, handler)
     self._previous.clear()
+    if self._pipe is not None:
+      signal.set_wakeup_fd(self._previous_fd if self._previous_fd is not None else -1)
+      os.close(self._pipe[1])  # the watcher's read returns b"" and it ends; it closes the read end
+      self._pipe = None
 
   def _handle(self, signum, frame):
+    """Python-level handler, run in the main thread when it next runs Python: records the request too (the
+    watcher may not have run yet when the main thread checks `requested`); counting is the watcher's."""
     del frame
-    logging.warning("received signal %d: saving a checkpoint at the end of this loop, then stopping", signum)
+    self._request(signum)
+
+  def _watch(self, read_fd: int) -> None:
+    try:
+      while True:
+        data = os.read(read_fd, 64)
+        if not data:
+          return
+        for signum in data:
+          if signum in self._signals:
+            self._received(signum)
+    finally:
+      os.close(read_fd)
+
+  def _received(self, signum: int) -> None:
+    """The watcher's view: every signal, counted."""
+    self._count += 1
+    if self._count > 1:
+      sys.stderr.write(f"\n{signal.Signals(signum).name} again: exiting now without saving; rerun the same "
+                       "command to resume from the last checkpoint\n")
+      sys.stderr.flush()
+      os._exit(128 + signum)  # pylint: disable=protected-access
+    self._request(signum)
+
+  def _request(self, signum: int) -> None:
+    """The first signal asks to save and stop (once, from whichever thread sees it first)."""
+    with self._lock:
+      if self.signum is not None:
+        return
+      self.signum = signum
+    name = signal.Signals(signum).name
+    logging.warning("received %s: stopping after the current step and saving a checkpoint (%s again exits at "
+                    "once, without saving)", name, "Ctrl-C" if signum == signal.SIGINT else name)
     self._event.set()
+    if self._on_request is not None:
+      self._on_request()
 
   def set(self):
     self._event.set()

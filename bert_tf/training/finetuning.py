@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from typing import Callable
 
 import numpy as np
@@ -170,13 +171,15 @@ def eval_batch_size_for(batch_size: int, strategy: tf.distribute.Strategy) -> in
   return -(-batch_size // local) * local
 
 
-def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy) -> np.ndarray:
+def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, description: str = "predicting",
+            progress_seconds: float = 10.0) -> np.ndarray:
   """Runs `model(features, training=False)` over every batch of `dataset` -> float32 outputs of the real
   examples, in order: [N, ...].
 
   Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
   `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
-  ends with all the predictions.
+  ends with all the predictions. A progress line (`description`, batches done, examples/s, ETA) shows after the
+  first batch and then every `progress_seconds`.
   """
   local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
 
@@ -196,12 +199,27 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy) -
     return list(strategy.experimental_local_results(strategy.run(replica_fn, args=(values,))))
 
   outputs, real = [], []
+  batches = int(dataset.cardinality().numpy())  # < 0 when unknown
+  start = last_line = time.perf_counter()
   for batch in dataset:
     outputs.append(np.concatenate([o.numpy() for o in step(batch)], axis=0))
     real.append(batch["is_real_example"].numpy().astype(bool))
+    now = time.perf_counter()
+    if len(outputs) == 1 or now - last_line >= progress_seconds:
+      _progress(description, len(outputs), batches, int(sum(r.sum() for r in real)), now - start)
+      last_line = now
   if not outputs:
     return np.zeros([0], np.float32)
   return np.concatenate(outputs)[np.concatenate(real)]
+
+
+def _progress(description: str, done: int, total: int, examples: int, seconds: float) -> None:
+  from bert_tf.training.trainer import _duration  # pylint: disable=import-outside-toplevel
+
+  of = f"/{total}" if total > 0 else ""
+  eta = f"  ETA {_duration((total - done) * seconds / done)}" if total > done and done > 1 else ""
+  logging.info("%s: batch %d%s  %d examples  %.4g examples/s%s", description, done, of, examples,
+               examples / max(seconds, 1e-9), eta)
 
 
 def steps_for(num_examples: int, batch_size: int) -> int:

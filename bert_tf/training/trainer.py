@@ -17,7 +17,12 @@ One optimizer step (`global_batch_size` examples):
     for each micro-batch: forward, loss(terms, global normalizers), backward; sum gradients and terms
   all-reduce the summed gradients and terms -> optimizer.apply (clip, update) on every replica alike
 
-`steps_per_loop` such steps run inside one `tf.function` call, so the host is consulted once per loop.
+`steps_per_loop` such steps run inside one `tf.function` call, so the host is consulted once per loop. On one
+worker (not TPU) the loop also reads a stop variable every step, so a Ctrl-C or SIGTERM is honoured after the
+step in flight; and the host sizes loops from the measured step rate to last about `progress_seconds` (the first
+loop is one step), so a progress line (step, loss, examples/s, ETA) shows from the first steps on, whatever
+`steps_per_loop` is. Neither changes a result: the same steps run on the same batches, and checkpoints still
+fall on the same steps.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
+from bert_tf.errors import UserError
 from bert_tf.training import checkpointing, distribute, optimization
 
 
@@ -66,6 +73,11 @@ class Task:
     """What goes into training checkpoints beside the optimizer and step."""
     return {"model": model}
 
+  def input_error(self, error: Exception) -> str:
+    """One line saying which input is bad, for an error TensorFlow raised while reading it mid-training
+    (a corrupt record, say); tasks that know their files name the file and record."""
+    return checkpointing._first_line(error)  # pylint: disable=protected-access
+
 
 DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -98,6 +110,7 @@ class TrainerConfig:
   keep_checkpoint_max: int = 5
   log_steps: int = 100  # a progress line and summaries every this many steps (rounded to loop ends)
   jit_compile: bool = False  # XLA-compile each replica's forward and backward pass
+  progress_seconds: float = 10.0  # a short progress line at least this often (one worker, not TPU)
 
   def validate(self, num_replicas: int) -> None:
     """Raises ValueError naming the flag at fault and what to change."""
@@ -117,8 +130,16 @@ class TrainerConfig:
 class TrainResult:
   step: int
   metrics: dict[str, float]
-  interrupted: bool  # stopped early by SIGTERM, after saving a checkpoint
+  interrupted: bool  # stopped early by SIGTERM or SIGINT, after saving a checkpoint
   history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # the logged values, in order
+  signal: int | None = None  # the signal that stopped it
+
+  @property
+  def exit_code(self) -> int:
+    """What a script exits with: 0, or 128 + the signal (130 for Ctrl-C, 143 for SIGTERM) when stopped."""
+    if not self.interrupted:
+      return 0
+    return 128 + (self.signal or 15)
 
 
 def _as_float32(x):
@@ -166,10 +187,18 @@ class Trainer:
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.iterator = iter(dataset)
+    self.output_dir = fileio.absolute(config.output_dir)
     self.checkpointer = checkpointing.Checkpointer(
-        os.path.join(config.output_dir, "checkpoints"), strategy, config.keep_checkpoint_max,
+        os.path.join(self.output_dir, "checkpoints"), strategy, config.keep_checkpoint_max,
         iterator=self.iterator, optimizer=self.optimizer, step=self.step,
         model_state=_non_weight_variables(self.model), **task.checkpoint_items(self.model))
+    for path in self.checkpointer.remove_leftovers():
+      logging.warning("removed %s, left by an interrupted save", path)
+    # Early loop ends need every worker to agree on them (collectives), and a TPU loop cannot read a host
+    # variable cheaply: there loops end at their planned size.
+    self._early_loop_end = self.num_workers == 1 and not isinstance(
+        strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
+    self._stop = tf.Variable(False, trainable=False, name="stop_requested")
     self._grads_fn = tf.function(self._grads, jit_compile=True) if config.jit_compile else self._grads
     self._loop_fn = tf.function(self._loop)
     self._writer = None
@@ -225,23 +254,30 @@ class Trainer:
     return self.strategy.experimental_distribute_values_from_function(slice_for)
 
   def _loop(self, iterator, num_steps):
-    """`num_steps` optimizer steps -> terms and normalizers summed over them (global sums)."""
+    """Up to `num_steps` optimizer steps -> (terms and normalizers summed over them (global sums), steps run).
+
+    With early loop ends on, stops before a step once a stop was requested (at least one step runs)."""
 
     def step():
       sums = self.strategy.run(self._replica_step, args=(self._split(next(iterator)),))
       return {k: self.strategy.experimental_local_results(v)[0] for k, v in sums.items()}
 
     sums = {k: tf.constant(0.0) for k in self._sum_names}
+    done = tf.constant(0)
     for _ in tf.range(num_steps):
+      if self._early_loop_end:
+        if done > 0 and self._stop.read_value():
+          break
       new = step()
       sums = {k: sums[k] + new[k] for k in self._sum_names}
-    return sums
+      done += 1
+    return sums, done
 
   # -- Host ----------------------------------------------------------------------------------------------
 
   def _summary_writer(self):
     if self._writer is None:
-      self._writer = (tf.summary.create_file_writer(os.path.join(self.config.output_dir, "train"))
+      self._writer = (tf.summary.create_file_writer(os.path.join(self.output_dir, "train"))
                       if self.chief else tf.summary.create_noop_writer())
     return self._writer
 
@@ -255,51 +291,106 @@ class Trainer:
       for name, value in values.items():
         tf.summary.scalar(name, value)
     shown = "  ".join(f"{k} {v:.4g}" for k, v in values.items() if k != "steps_per_second")
-    logging.info("step %d/%d  %s", step, self.config.num_train_steps, shown)
+    logging.info("step %d/%d  %s%s", step, self.config.num_train_steps, shown, self._eta(step))
     self.history.append({"step": step, **values})
     return values
 
+  def _eta(self, step: int) -> str:
+    left = self.config.num_train_steps - step
+    if left <= 0 or self._rate_steps <= 0:
+      return ""
+    return f"  ETA {_duration(left * self._rate_seconds / self._rate_steps)}"
+
+  def _progress(self, step: int, sums: dict[str, float], steps: int, seconds: float) -> None:
+    """The short line between full reports: step, loss, examples/s, ETA."""
+    logging.info("step %d/%d  loss %.4g  %.4g examples/s%s", step, self.config.num_train_steps,
+                 sums["loss"] / max(steps, 1), steps * self.config.global_batch_size / max(seconds, 1e-9),
+                 self._eta(step))
+
   def train(self) -> TrainResult:
-    """Runs until `num_train_steps` (or a SIGTERM); saves checkpoints on the way and at the end."""
+    """Runs until `num_train_steps` (or a SIGTERM / SIGINT); saves checkpoints on the way and at the end."""
     cfg = self.config
     restored = self.checkpointer.restore()
     step = int(self.step.numpy())
     if restored:
       logging.info("resuming at step %d from %s", step, restored)
+    else:
+      logging.info("starting fresh in %s (no checkpoint there yet)", self.checkpointer.directory)
     metrics: dict[str, float] = {}
     window: dict[str, float] = {}
     window_steps, window_seconds = 0, 0.0
+    progress: dict[str, float] = {}
+    progress_steps, progress_seconds, last_line = 0, 0.0, time.perf_counter()
+    self._rate_steps, self._rate_seconds = 0, 0.0  # for the ETA, without the first loop (tracing)
     saved_at = step if restored else -1
-    with checkpointing.TerminationSignal() as termination:
+    self._stop.assign(False)
+    first_loop = True
+    with checkpointing.TerminationSignal(on_request=lambda: self._stop.assign(True)) as termination:
       while step < cfg.num_train_steps:
         boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
                       (step // cfg.log_steps + 1) * cfg.log_steps,
                       (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
         n = min(boundaries) - step
+        if self._early_loop_end:  # about progress_seconds a loop; one step first (it includes tracing)
+          n = 1 if first_loop else min(n, max(1, int(cfg.progress_seconds * self._rate_steps
+                                                     / max(self._rate_seconds, 1e-9))))
         start = time.perf_counter()
-        sums = {k: float(v.numpy()) for k, v in self._loop_fn(self.iterator, tf.constant(n, tf.int32)).items()}
-        window_seconds += time.perf_counter() - start
+        try:
+          sums, done = self._loop_fn(self.iterator, tf.constant(n, tf.int32))
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+          if isinstance(e, tf.errors.InvalidArgumentError) and "record" not in str(e).lower():
+            raise
+          latest = self.checkpointer.latest()
+          raise UserError(f"{self.task.input_error(e)}; the last good checkpoint is "
+                          f"{latest or 'none (no step was saved)'}: fix or remove the file and rerun the same "
+                          "command to resume") from None
+        sums = {k: float(v.numpy()) for k, v in sums.items()}
+        done = int(done.numpy())
+        seconds = time.perf_counter() - start
+        window_seconds += seconds
+        if not first_loop:  # the first loop includes tracing
+          self._rate_steps, self._rate_seconds = self._rate_steps + done, self._rate_seconds + seconds
         if not np.isfinite(sums["loss"]):
-          logging.warning("step %d: the loss is not finite (%s)", step + n, sums["loss"])
-        step += n
+          logging.warning("step %d: the loss is not finite (%s)", step + done, sums["loss"])
+        step += done
         self.step.assign(step)
         window = {k: window.get(k, 0.0) + v for k, v in sums.items()}
-        window_steps += n
+        window_steps += done
+        progress = {k: progress.get(k, 0.0) + v for k, v in sums.items()}
+        progress_steps, progress_seconds = progress_steps + done, progress_seconds + seconds
         self._after_loop(step)
         if step % cfg.log_steps == 0 or step == cfg.num_train_steps:
           metrics = self._report(step, window, window_steps, window_seconds)
           window, window_steps, window_seconds = {}, 0, 0.0
+          progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
+        elif first_loop or time.perf_counter() - last_line >= cfg.progress_seconds:
+          self._progress(step, progress, progress_steps, progress_seconds)
+          progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
+        first_loop = False
         if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
           self.checkpointer.save(step)
           saved_at = step
         if step < cfg.num_train_steps and termination.requested(self.strategy):  # same test on every worker
+          path = os.path.join(self.checkpointer.directory, f"ckpt-{saved_at}")
           if saved_at != step:
-            self.checkpointer.save(step)
-          logging.warning("stopped at step %d on request; rerun the same command to resume", step)
+            path = self.checkpointer.save(step)
+          logging.warning("stopped at step %d on request; saved %s. Rerun the same command to resume", step,
+                          path)
           self._summary_writer().flush()
-          return TrainResult(step, metrics, interrupted=True, history=list(self.history))
+          return TrainResult(step, metrics, interrupted=True, history=list(self.history),
+                             signal=termination.signum)
     self._summary_writer().flush()
     return TrainResult(step, metrics, interrupted=False, history=list(self.history))
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached; a hook for tests and subclasses."""
+
+
+def _duration(seconds: float) -> str:
+  """3725 -> '1h02m', 125 -> '2m05s', 7.2 -> '7s'."""
+  seconds = int(round(seconds))
+  if seconds >= 3600:
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+  if seconds >= 60:
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+  return f"{seconds}s"

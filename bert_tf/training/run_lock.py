@@ -1,0 +1,202 @@
+"""One run per output directory: a lock file, `<output_dir>/.lock`, held while a training script runs.
+
+Two runs on one --output_dir would overwrite each other's checkpoints and encoder while both exit 0, so the
+second is refused with a message naming the holder. The lock is a small JSON file:
+
+  {"host": ..., "pid": ..., "started": "2026-11-23T21:10:28", "process_start": <clock ticks>, "heartbeat": <unix>}
+
+A lock whose holder is dead is taken over with a warning, so a run killed with SIGKILL (or a lost machine) never
+blocks its own rerun. Dead means: on the same host, no process with that pid and start time (a reused pid has a
+different start time); on another host, no heartbeat for `STALE_SECONDS` (a live holder rewrites its heartbeat
+every `HEARTBEAT_SECONDS` from a background thread).
+
+Local paths: the file is created with O_CREAT | O_EXCL, so of two runs starting together exactly one gets it.
+Remote paths (`gs://`): written through tf.io.gfile after a check that no live lock exists; object stores give
+no exclusive create through that API, so two runs started within the same second could both proceed there.
+
+Under MultiWorkerMirroredStrategy only the chief takes the lock (the workers share the output directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import OutputDirInUse
+
+LOCK_NAME = ".lock"
+HEARTBEAT_SECONDS = 60.0
+STALE_SECONDS = 600.0
+
+
+def _process_start(pid: int) -> int | None:
+  """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+  try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+      stat = f.read().decode("utf-8", "replace")
+  except OSError:
+    return None
+  # The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
+  return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _alive(pid: int, process_start: int | None) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Another user's live process.
+    return True
+  return process_start is None or _process_start(pid) in (None, process_start)
+
+
+def is_chief_from_env() -> bool:
+  """Whether this process is the chief of its job, from TF_CONFIG (no TF_CONFIG: a single process, the chief).
+
+  The same rule as `distribute.is_chief`, read before any strategy exists: the `chief` task, else worker 0."""
+  raw = os.environ.get("TF_CONFIG")
+  if not raw:
+    return True
+  try:
+    config = json.loads(raw)
+    task = config.get("task", {})
+    task_type, index = task.get("type"), int(task.get("index", 0))
+    has_chief = "chief" in config.get("cluster", {})
+  except (ValueError, AttributeError, TypeError):
+    return True  # The strategy reports a malformed TF_CONFIG, with a better message.
+  if task_type == "chief":
+    return True
+  return task_type == "worker" and index == 0 and not has_chief
+
+
+class RunLock:
+  """`with RunLock(output_dir):` holds `<output_dir>/.lock` for the block; raises OutputDirInUse if a live run
+  holds it. Reentrant within a process is not needed: one script takes one lock."""
+
+  def __init__(self, output_dir: str, enabled: bool = True):
+    self.path = os.path.join(fileio.absolute(output_dir), LOCK_NAME)
+    self.enabled = enabled
+    self._record: dict | None = None
+    self._stop = threading.Event()
+    self._thread: threading.Thread | None = None
+
+  # -- Reading the holder --------------------------------------------------------------------------------
+
+  def holder(self) -> dict | None:
+    """The lock file's record, or None if there is none (an unreadable file counts as a dead holder's)."""
+    try:
+      with fileio.open_file(self.path, "r") as f:
+        return json.loads(f.read())
+    except FileNotFoundError:
+      return None
+    except (OSError, ValueError):
+      return {}
+    except Exception as e:  # tf.errors.NotFoundError for remote paths
+      if type(e).__name__ == "NotFoundError":
+        return None
+      raise
+
+  def _holder_alive(self, record: dict) -> bool:
+    if not record or "pid" not in record:
+      return False
+    if record.get("host") == socket.gethostname():
+      return _alive(int(record["pid"]), record.get("process_start"))
+    return time.time() - float(record.get("heartbeat", 0)) < STALE_SECONDS
+
+  @staticmethod
+  def describe(record: dict) -> str:
+    return (f"host {record.get('host', '?')}, pid {record.get('pid', '?')}, started {record.get('started', '?')}"
+            + (f", command: {record['command']}" if record.get("command") else ""))
+
+  # -- Taking and releasing ------------------------------------------------------------------------------
+
+  def _new_record(self) -> dict:
+    now = time.time()
+    return {"host": socket.gethostname(), "pid": os.getpid(), "process_start": _process_start(os.getpid()),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)), "heartbeat": now,
+            "command": " ".join(sys.argv)[:500]}
+
+  def _refuse(self, record: dict):
+    raise OutputDirInUse(
+        f"{os.path.dirname(self.path)} is in use by another run ({self.describe(record)}); wait for it to end or "
+        f"pass another --output_dir. If that run is dead, delete {self.path}")
+
+  def acquire(self) -> None:
+    if not self.enabled:
+      return
+    fileio.makedirs_for(self.path)
+    for _ in range(3):
+      record = self.holder()
+      if record is not None:
+        if self._holder_alive(record):
+          self._refuse(record)
+        logging.warning("taking over the lock of a run that is no longer alive (%s): %s",
+                        self.describe(record) if record else "unreadable lock file", self.path)
+        try:
+          fileio.remove(self.path)
+        except FileNotFoundError:
+          pass
+      mine = self._new_record()
+      if self._create(json.dumps(mine)):
+        self._record = mine
+        break
+    else:
+      self._refuse(self.holder() or {})
+    # Holding the lock, no live run writes here: what an interrupted export left can go.
+    from bert_tf.training import checkpointing
+
+    for path in checkpointing.remove_export_leftovers(os.path.dirname(self.path)):
+      logging.warning("removed %s, left by an interrupted run", path)
+    if fileio.is_remote(self.path):  # Another host cannot see our pid: keep the heartbeat fresh.
+      self._thread = threading.Thread(target=self._beat, name="run-lock-heartbeat", daemon=True)
+      self._thread.start()
+
+  def _create(self, text: str) -> bool:
+    """Writes the lock file if none exists; False if another process created it first."""
+    if fileio.is_remote(self.path):
+      if fileio.exists(self.path):
+        return False
+      with fileio.open_file(self.path, "w") as f:
+        f.write(text)
+      return True
+    try:
+      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+    return True
+
+  def _beat(self) -> None:
+    while not self._stop.wait(HEARTBEAT_SECONDS):
+      record = dict(self._record, heartbeat=time.time())
+      try:
+        fileio.write_text_atomic(self.path, json.dumps(record))
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning("could not refresh the lock %s: %s", self.path, e)
+
+  def release(self) -> None:
+    if self._record is None:
+      return
+    self._stop.set()
+    try:
+      current = self.holder()
+      if current and current.get("pid") == self._record["pid"] and current.get("host") == self._record["host"]:
+        fileio.remove(self.path)
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("could not remove the lock %s: %s", self.path, e)
+    self._record = None
+
+  def __enter__(self):
+    self.acquire()
+    return self
+
+  def __exit__(self, *exc):
+    self.release()
