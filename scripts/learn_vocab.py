@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-import sys
+from absl import flags
 
-from absl import app, flags
+from bert_tf import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Comma-separated files or globs of training text.")
@@ -20,14 +20,12 @@ flags.mark_flags_as_required(["input_file", "vocab_file"])
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+  # Imported here, after cli.run has quietened TensorFlow (the learner loads it).
   from bert_tf.data import vocab_learning
 
-  try:
-    learned = vocab_learning.learn_vocab_file(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
-                                              FLAGS.do_lower_case)
-  except (FileNotFoundError, ValueError) as e:
-    sys.exit(f"learn_vocab.py: error: {e}")
+  learned = vocab_learning.learn_vocab_file(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
+                                            FLAGS.do_lower_case)
   size = len(learned.tokens)
   print(f"wrote {FLAGS.vocab_file}: {size} tokens (asked for at most {FLAGS.vocab_size}) from {learned.num_lines} "
         f"lines; [UNK] rate on the training text: {learned.unk_rate:.6f}")
@@ -37,4 +35,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

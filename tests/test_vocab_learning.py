@@ -93,3 +93,43 @@ def test_script_learns_and_reports(tmp_path):
   assert "[UNK] rate on the training text: 0.0" in result.stdout
   assert 380 <= len(vocab) <= 400 and list(vocab)[:5] == list(tk.SPECIAL_TOKENS)
   assert "The" in vocab  # Cased.
+
+
+# -- As a user meets it: the script run from its folder, relative paths, the user's environment ----------------
+
+
+def run_script_in(folder, *args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=folder, capture_output=True, text=True,
+                        timeout=300)
+
+
+TF_NOISE = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog")
+
+
+def test_script_stderr_holds_no_tensorflow_start_up_noise(tmp_path):
+  (tmp_path / "corpus.txt").write_text("\n".join(default_corpus_text().split("\n")[:300]), encoding="utf-8")
+  result = run_script_in(tmp_path, "--input_file=corpus.txt", "--vocab_file=vocab.txt", "--vocab_size=200")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.startswith("wrote vocab.txt: ")
+  assert not [word for word in TF_NOISE if word in result.stderr], result.stderr
+
+
+@pytest.mark.parametrize("input_file,content,expected", [
+    ("texts", None, "--input_file=texts is a directory: give files or globs, e.g. texts/*.txt"),
+    ("empty.txt", b"", "empty.txt: no words to learn a vocabulary from (the text is empty or blank); nothing was "
+     "written"),
+    ("blank.txt", b" \n\r\n\t\n", "blank.txt: no words to learn a vocabulary from (the text is empty or blank); "
+     "nothing was written"),
+    ("latin1.txt", b"fine\ncaf\xe9\n", "latin1.txt:2: not valid UTF-8 (invalid continuation byte at byte 3 of the "
+     "line); re-encode the file as UTF-8"),
+])
+def test_script_refuses_bad_inputs_naming_them(tmp_path, input_file, content, expected):
+  if content is None:
+    (tmp_path / input_file).mkdir()
+  else:
+    (tmp_path / input_file).write_bytes(content)
+  result = run_script_in(tmp_path, f"--input_file={input_file}", "--vocab_file=out/vocab.txt")
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert result.stderr.splitlines() == [f"error: {expected}"]
+  assert not (tmp_path / "out").exists()

@@ -19,6 +19,10 @@ from bert_tf.data.tokenization import SPECIAL_TOKENS, SUFFIX_INDICATOR, UNK_TOKE
 MIN_LEARNED_TOKENS = 100
 
 
+class NoWordsError(ValueError):
+  """The text has no word to learn from."""
+
+
 def count_words(lines: Iterable[str], do_lower_case: bool) -> collections.Counter:
   """Word -> count over `lines`, words as `BasicTokenizer` splits them."""
   basic = BasicTokenizer(do_lower_case)
@@ -48,13 +52,14 @@ def learn_wordpiece_vocab(lines: Iterable[str], vocab_size: int, do_lower_case: 
   to `max_unique_chars`, the most frequent) and its "##" form, then learned pieces by falling count. Pieces seen
   fewer than `min_count` times are never learned. The length is at most `vocab_size`.
   """
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
   reserved = list(SPECIAL_TOKENS) + [t for t in reserved_tokens if t not in SPECIAL_TOKENS]
   check_vocab_size(vocab_size, reserved)
   counts = count_words(lines, do_lower_case)
   if not counts:
-    raise ValueError("no words to learn a vocabulary from: the input is empty or only whitespace")
+    raise NoWordsError("no words to learn a vocabulary from: the input is empty or only whitespace")
+  # Only now: it loads TensorFlow (seconds), which an input error need not wait for.
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
   vocab = learner.learn(
       counts, vocab_size, reserved, lower_thresh=min_count, max_token_length=max_token_length,
       max_unique_chars=max_unique_chars, slack_ratio=slack_ratio, num_iterations=num_iterations,
@@ -108,21 +113,25 @@ def learn_vocab_file(input_file: str, vocab_file: str, vocab_size: int, do_lower
                      reserved_tokens: Sequence[str] = SPECIAL_TOKENS) -> LearnedVocab:
   """`scripts/learn_vocab.py`: learns from comma-separated globs of text files (plain or gzip), writes `vocab_file`.
 
-  Raises FileNotFoundError naming a pattern that matches nothing, ValueError for a bad size or empty input.
+  Raises FileNotFoundError naming a pattern that matches nothing, IsADirectoryError naming a directory,
+  ValueError for a bad size or empty input (naming the files) and for a line that is not UTF-8 (file and line).
   """
-  from bert_tf.data.text_io import iter_lines
+  from bert_tf.data.text_io import expand_input_files, iter_lines, name_files
   from bert_tf.data.tokenization import FullTokenizer, save_vocab
-  from bert_tf.fileio import expand_globs
 
   check_vocab_size(vocab_size, list(SPECIAL_TOKENS) + [t for t in reserved_tokens if t not in SPECIAL_TOKENS])
-  files = expand_globs(input_file)
+  files = expand_input_files(input_file)
 
   def lines() -> Iterator[str]:
     for path in files:
       for _, line in iter_lines(path):
         yield line
 
-  tokens = learn_wordpiece_vocab(lines(), vocab_size, do_lower_case, reserved_tokens)
+  try:
+    tokens = learn_wordpiece_vocab(lines(), vocab_size, do_lower_case, reserved_tokens)
+  except NoWordsError:
+    raise NoWordsError(f"{name_files(files)}: no words to learn a vocabulary from (the text is empty or blank); "
+                       "nothing was written") from None
   save_vocab(tokens, vocab_file)
   tokenizer = FullTokenizer(dict(zip(tokens, range(len(tokens)))), do_lower_case=do_lower_case)
   num_lines = sum(1 for line in lines() if line)
