@@ -15,16 +15,21 @@ pretraining heads when the input had them), bert_config.json and vocab.txt; `tf1
 
 from __future__ import annotations
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf.model import convert
+from bert_tf import cli
+
+# Spelled out rather than read from bert_tf.model.convert, whose import loads TensorFlow: that must wait until
+# cli.run has quietened it (and --help needs no TensorFlow). tests/test_convert.py checks they are the library's.
+INPUT_FORMATS = ("hf", "ours", "tf1")
+OUTPUT_FORMATS = ("ours", "tf1")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("input_format", None, sorted(convert.LOADERS), "Format of --input.")
+flags.DEFINE_enum("input_format", None, list(INPUT_FORMATS), "Format of --input.")
 flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory; ours: a "
                     "directory written by this script with --output_format=ours, or a pretraining "
                     "--output_dir (its encoder_checkpoint/).")
-flags.DEFINE_enum("output_format", "ours", sorted(convert.SAVERS), "Format to write.")
+flags.DEFINE_enum("output_format", "ours", list(OUTPUT_FORMATS), "Format to write.")
 flags.DEFINE_string("output_dir", None, "Directory to write; created if missing.")
 flags.DEFINE_string("bert_config_file", None, "tf1 input only: its bert_config.json (default: the one "
                     "beside the checkpoint).")
@@ -34,10 +39,13 @@ flags.mark_flags_as_required(["input_format", "input", "output_dir"])
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
   if FLAGS.input_format != "tf1" and (FLAGS.bert_config_file or FLAGS.vocab_file):
-    raise app.UsageError("--bert_config_file and --vocab_file apply to --input_format=tf1 only; "
-                         f"a {FLAGS.input_format} input carries its own")
+    raise ValueError("--bert_config_file and --vocab_file apply to --input_format=tf1 only; "
+                     f"a {FLAGS.input_format} input carries its own")
+  from bert_tf.model import convert
+
   if FLAGS.input_format == "tf1":
     converted = convert.load_tf1(FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file)
   else:
@@ -50,4 +58,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -6,6 +6,8 @@ import importlib.util
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -294,3 +296,56 @@ def test_pretraining_output_directory_converts(tiny_pretrainer, tmp_path):
   assert_same_weights(converted.encoder, tiny_pretrainer.encoder)
   with pytest.raises(FileNotFoundError, match="no checkpoint in encoder/"):
     convert.load_ours(str(tmp_path / "encoder_checkpoint"))
+
+
+def test_a_checkpoint_of_another_size_is_one_line_naming_both_files(tiny_pretrainer, tmp_path):
+  """A google-research checkpoint with a config of another size: one line (a ValueError, which the scripts print
+  as `error: ...`) naming the checkpoint, the config, the tensor and both shapes, or the two layer counts."""
+  weights = convert.get_tf1_weights(convert.tf1_links(tiny_pretrainer.encoder))
+  convert.write_tf1_checkpoint(weights, str(tmp_path / "bert_model.ckpt"))
+  config = tiny_pretrainer.config
+  wider = tmp_path / "wider.json"
+  BertConfig.from_dict({**config.to_dict(), "vocab_size": config.vocab_size + 7}).to_json_file(str(wider))
+  with pytest.raises(ValueError) as caught:
+    convert.load_tf1(str(tmp_path), bert_config_file=str(wider))
+  message = str(caught.value)
+  assert message == (
+      f"{tmp_path}/bert_model.ckpt: does not match this encoder's bert_config.json ({wider}): "
+      f"bert/embeddings/word_embeddings: the checkpoint has [{config.vocab_size}, {config.hidden_size}], the model "
+      f"(word_embeddings/embeddings) needs [{config.vocab_size + 7}, {config.hidden_size}]; pass the "
+      "bert_config.json the checkpoint was trained with")
+
+  # A model with fewer layers than the checkpoint (whose extra layers were silently dropped before), or more.
+  for layers in (config.num_hidden_layers - 1, config.num_hidden_layers + 1):
+    with pytest.raises(ValueError, match=f"the checkpoint has {config.num_hidden_layers} layers, the model "
+                       f"{layers} \\(num_hidden_layers\\)"):
+      convert.from_tf1_weights(weights, BertConfig.from_dict({**config.to_dict(), "num_hidden_layers": layers}),
+                               source="my.ckpt")
+  del weights["bert/pooler/dense/bias"]
+  with pytest.raises(ValueError, match=r"my.ckpt: missing 1 tensor\(s\) the model needs: bert/pooler/dense/bias$"):
+    convert.from_tf1_weights(weights, config, source="my.ckpt")
+
+
+def test_script_format_choices_are_the_library_ones():
+  """The script spells them out so as not to load TensorFlow before its flags are parsed."""
+  import ast
+
+  tree = ast.parse(open(os.path.join(REPO, "scripts", "convert_checkpoint.py"), encoding="utf-8").read())
+  constants = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+               if isinstance(node, ast.Assign) and node.targets[0].id.endswith("_FORMATS")}
+  assert sorted(constants["INPUT_FORMATS"]) == sorted(convert.LOADERS)
+  assert sorted(constants["OUTPUT_FORMATS"]) == sorted(convert.SAVERS)
+
+
+def test_script_run_shows_no_tensorflow_start_up_noise(tiny_pretrainer, tmp_path):
+  """Run as a user runs it (fresh process, relative paths, no TF_CPP_MIN_LOG_LEVEL): stderr says what was
+  written, nothing of TensorFlow's start-up."""
+  convert.save_tf1(tiny_converted(tiny_pretrainer), str(tmp_path / "tf1"))
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "convert_checkpoint.py"),
+                           "--input_format=tf1", "--input=tf1", "--output_dir=ours"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "wrote ours/encoder/ckpt-1" in result.stderr
+  noise = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog", "Sharding callback")
+  assert not [word for word in noise if word in result.stderr], result.stderr
