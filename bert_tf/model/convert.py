@@ -81,8 +81,8 @@ class Link:
     for name, expected in zip(self.names, self.part_shapes()):
       value = np.asarray(weights[name])
       if value.shape != expected:
-        raise ValueError(f"shape mismatch for {name}: the checkpoint has {list(value.shape)}, the model "
-                         f"({self.variable.path}) needs {list(expected)}; is the bert config the right one?")
+        raise ValueError(f"{name}: the checkpoint has {list(value.shape)}, the model ({self.variable.path}) "
+                         f"needs {list(expected)}")
       parts.append(value.T if self.transpose else value)
     value = np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
     return value.astype(self.variable.dtype, copy=False)
@@ -132,22 +132,42 @@ def tf1_links(encoder: BertEncoder, pretrainer: BertPretrainer | None = None) ->
   return groups
 
 
+class MissingTensorsError(KeyError, ValueError):
+  """Tensors the model needs are missing from the source. A KeyError (a name not found) and a ValueError (bad
+  input, which the scripts report in one line), shown without KeyError's quotes."""
+
+  def __str__(self) -> str:
+    return str(self.args[0]) if self.args else ""
+
+
 def _missing_message(missing: list[str], source: str) -> str:
   shown = ", ".join(missing[:20]) + (f", ... ({len(missing) - 20} more)" if len(missing) > 20 else "")
   return f"{source}: missing {len(missing)} tensor(s) the model needs: {shown}"
 
 
 def set_tf1_weights(links: dict[str, list[Link]], weights: dict[str, np.ndarray],
-                    source: str = "checkpoint") -> list[str]:
+                    source: str = "checkpoint", config_source: str | None = None) -> list[str]:
   """Assigns every linked variable from TF1-named `weights`; returns the names of `weights` left unused.
 
-  Raises KeyError listing the TF1 names missing from `weights`, or ValueError on a shape mismatch; in either
+  Raises ValueError, one line naming `source`, the tensor and both shapes, when a tensor has the wrong shape
+  or the encoder's layer count differs from the checkpoint's (`config_source`, the model's bert_config.json,
+  is named as the likely culprit); MissingTensorsError listing the TF1 names missing from `weights`. In every
   case nothing is assigned.
   """
+  from bert_tf.training import handoff
+
+  if "encoder" in links:
+    model_layers = sum(1 for link in links["encoder"] if link.names[0].endswith("/attention/self/query/kernel"))
+    problem = handoff.layer_count_mismatch(model_layers, weights, r"bert/encoder/layer_(\d+)/")
+    if problem:
+      raise ValueError(handoff.mismatch_message(source, problem, config_source))
   missing = sorted(n for group in links.values() for link in group for n in link.names if n not in weights)
   if missing:
-    raise KeyError(_missing_message(missing, source))
-  values = [(link, link.from_tf1(weights)) for group in links.values() for link in group]
+    raise MissingTensorsError(_missing_message(missing, source))
+  try:
+    values = [(link, link.from_tf1(weights)) for group in links.values() for link in group]
+  except ValueError as e:
+    raise ValueError(handoff.mismatch_message(source, str(e), config_source)) from None
   for link, value in values:
     link.variable.assign(value)
   used = {n for group in links.values() for link in group for n in link.names}
@@ -345,7 +365,7 @@ class Converted:
 
 
 def from_tf1_weights(weights: dict[str, np.ndarray], config: BertConfig, source: str = "checkpoint",
-                     vocab_file: str | None = None, dtype=None) -> Converted:
+                     vocab_file: str | None = None, dtype=None, config_source: str | None = None) -> Converted:
   """Builds our models from TF1-named weights; the heads present in `weights` are loaded too.
 
   A head group is loaded when any of its tensors is present, and must then be complete.
@@ -354,7 +374,7 @@ def from_tf1_weights(weights: dict[str, np.ndarray], config: BertConfig, source:
   encoder = BertEncoder(config, dtype=dtype)
   pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
   links = {k: v for k, v in tf1_links(encoder, pretrainer).items() if k == "encoder" or k in heads}
-  unused = set_tf1_weights(links, weights, source=source)
+  unused = set_tf1_weights(links, weights, source=source, config_source=config_source)
   for head in HEADS:
     if pretrainer is not None and head not in heads:
       logging.warning("%s: no %s weights; that head keeps its random initialisation", source, head)
@@ -378,7 +398,8 @@ def load_tf1(checkpoint: str, bert_config_file: str | None = None, vocab_file: s
       raise FileNotFoundError(f"no {BERT_CONFIG_NAME} beside {prefix}; pass --bert_config_file")
   config = BertConfig.from_json_file(bert_config_file)
   return from_tf1_weights(read_tf1_checkpoint(prefix), config, source=prefix,
-                          vocab_file=vocab_file or _vocab_beside(directory), dtype=dtype)
+                          vocab_file=vocab_file or _vocab_beside(directory), dtype=dtype,
+                          config_source=bert_config_file)
 
 
 def load_hf(directory: str, dtype=None) -> Converted:
@@ -390,7 +411,7 @@ def load_hf(directory: str, dtype=None) -> Converted:
     config = hf_config_to_bert_config(json.load(f), source=config_path)
   weights, unused = hf_to_tf1_names(read_hf_state(directory))
   converted = from_tf1_weights(weights, config, source=directory, vocab_file=_vocab_beside(directory),
-                               dtype=dtype)
+                               dtype=dtype, config_source=config_path)
   converted.unused = sorted(unused + converted.unused)
   return converted
 
@@ -419,6 +440,11 @@ def load_ours(directory: str, dtype=None) -> Converted:
   encoder = BertEncoder(config, dtype=dtype)
   pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
   objects = {"encoder": encoder, **{h: getattr(pretrainer, h) for h in heads}}
+  from bert_tf.training import handoff
+
+  problem = handoff.object_checkpoint_mismatch(encoder, prefix)
+  if problem:
+    raise ValueError(handoff.mismatch_message(prefix, problem, os.path.join(directory, BERT_CONFIG_NAME)))
   tf.train.Checkpoint(**objects).read(prefix).expect_partial().assert_existing_objects_matched()
   return Converted(config, encoder, pretrainer, heads, _vocab_beside(directory))
 

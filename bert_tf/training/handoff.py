@@ -126,49 +126,199 @@ def resolve_checkpoint(path: str) -> str:
       f"{ENCODER_CHECKPOINT_DIR}/, {ENCODER_SAVEDMODEL_DIR}/ (saved_model.pb) or a `checkpoint` state file")
 
 
-def restore_encoder(encoder, path: str) -> str:
+def restore_encoder(encoder, path: str, config_source: str | None = None) -> str:
   """Loads encoder weights from any form `resolve_checkpoint` accepts into `encoder`; returns the prefix read.
 
-  Every encoder variable must be found (heads and optimizer state in the file are ignored).
+  Every encoder variable must be found with its shape, and the checkpoint must have as many layers as the
+  encoder (heads and optimizer state in the file are ignored); else ValueError, one line naming the variable
+  and both shapes, compared before anything is read. `config_source` names the encoder's bert_config.json in
+  that message (default: the one beside `path` when it is the encoder's config).
   """
   prefix = resolve_checkpoint(path)
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  if any(name.startswith(_SAVEDMODEL_VARIABLES + "/") for name in names):
-    return _restore_by_position(encoder, prefix, names)
-  if not any(name.startswith(_PREFIX + "/") for name in names):
+  shapes = dict(tf.train.list_variables(prefix))
+  if any(name.startswith(_SAVEDMODEL_VARIABLES + "/") for name in shapes):
+    return _restore_by_position(encoder, prefix, shapes, config_source or describe_config(encoder.config, path),
+                                path)
+  if not any(name.startswith(_PREFIX + "/") for name in shapes):
     hint = (" It looks like a google-research (TF1) checkpoint; convert it first with "
             "scripts/convert_checkpoint.py --input_format=tf1 --output_format=ours."
-            if any(n.startswith("bert/") for n in names) else "")
+            if any(n.startswith("bert/") for n in shapes) else "")
     raise ValueError(f"{prefix}: holds no `encoder` object, so it was not written by bert_tf.{hint}")
+  problem = object_checkpoint_mismatch(encoder, prefix)
+  if problem:
+    raise ValueError(mismatch_message(prefix, problem, config_source or describe_config(encoder.config, path),
+                                      path))
   try:
-    status = tf.train.Checkpoint(encoder=encoder).read(prefix)  # shape mismatches raise here
+    status = tf.train.Checkpoint(encoder=encoder).read(prefix)
     status.expect_partial()
-    status.assert_existing_objects_matched()  # variables missing from the file raise here
-  except (AssertionError, ValueError) as e:
-    raise ValueError(f"{prefix}: does not match this encoder (is bert_config.json the same?): "
-                     f"{str(e)[:500]}") from None
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError) as e:  # Not expected after the comparison above; TF's first line only.
+    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+    raise ValueError(f"{prefix}: does not match this encoder: {first}") from None
   return prefix
 
 
 _SAVEDMODEL_VARIABLES = "encoder_variables"
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def _restore_by_position(encoder, prefix: str, names: list[str]) -> str:
-  """Loads an encoder SavedModel's `encoder_variables` (saved in `encoder.variables` order) into `encoder`."""
+def _shape(values) -> str:
+  return "[" + ", ".join(str(int(v)) for v in values) + "]"
+
+
+def _layer_count(names, pattern: str) -> int:
+  """1 + the largest layer index among `names` matching `pattern` (a regex with one group), 0 if none."""
+  import re
+
+  found = [int(m.group(1)) for m in map(re.compile(pattern).match, names) if m]
+  return max(found) + 1 if found else 0
+
+
+def layer_count_mismatch(num_layers: int, names, pattern: str) -> str | None:
+  """What differs when a checkpoint's layer_<i> names count other than `num_layers` layers, else None."""
+  have = _layer_count(names, pattern)
+  if have != num_layers:
+    return (f"the checkpoint has {have} layer{'s' * (have != 1)}, the model {num_layers} "
+            "(num_hidden_layers)")
+  return None
+
+
+def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
+  """Variable path -> the attribute names that lead to it from the encoder, as tf.train.Checkpoint names the
+  objects of its graph. They differ from variable paths: `layer_0/output/kernel` is reached by
+  `layer_0`, `output_dense`, `_kernel`."""
+  paths = {id(v): v.path for v in encoder.variables}
+  found: dict[str, tuple[str, ...]] = {}
+  seen: set[int] = set()
+
+  def walk(obj, names):
+    if id(obj) in seen:
+      return
+    seen.add(id(obj))
+    if id(obj) in paths:
+      found[paths[id(obj)]] = names
+      return
+    for name, child in obj._trackable_children(save_type="checkpoint").items():  # pylint: disable=protected-access
+      walk(child, names + (name,))
+
+  walk(encoder, ())
+  return found
+
+
+def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str | None:
+  """What keeps the object checkpoint at `prefix` (the encoder at `root`) from fitting `encoder`, or None:
+  another layer count, a missing variable, or the first variable of another shape.
+
+  Follows the checkpoint's object graph, as restoring does (a training checkpoint may store an encoder variable
+  under the optimizer's key), and reads shapes only.
+  """
+  from tensorflow.core.protobuf import trackable_object_graph_pb2
+
   reader = tf.train.load_checkpoint(prefix)
-  count = len({n.split("/")[1] for n in names if n.startswith(_SAVEDMODEL_VARIABLES + "/")})
+  shapes = reader.get_variable_to_shape_map()
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+
+  def child(node_id: int, name: str) -> int | None:
+    return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
+
+  top = child(0, root)
+  if top is None:
+    return f"the checkpoint has no `{root}` object"
+  names = [c.local_name for c in graph.nodes[top].children]
+  layers = layer_count_mismatch(encoder.config.num_hidden_layers, [n + "/" for n in names], r"layer_(\d+)/")
+  if layers:
+    return layers
+  attribute_paths = _attribute_paths(encoder)
+  for variable in encoder.variables:
+    if variable.path not in attribute_paths:  # Not reachable by attributes: left to tf.train.Checkpoint.
+      continue
+    node = top
+    for name in attribute_paths[variable.path]:
+      node = child(node, name) if node is not None else None
+    key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
+               None) if node is not None else None
+    if key is None or key not in shapes:
+      return f"the checkpoint has no {variable.path}"
+    if tuple(shapes[key]) != tuple(variable.shape):
+      return f"{variable.path}: the checkpoint has {_shape(shapes[key])}, the model needs {_shape(variable.shape)}"
+  return None
+
+
+def describe_config(config: BertConfig, checkpoint: str | None) -> str | None:
+  """The bert_config.json `config` was read from, when it is the one beside `checkpoint` (where
+  --bert_config_file defaults to); None when unknown."""
+  found = find_config(checkpoint) if checkpoint else None
+  try:
+    if found and BertConfig.from_json_file(found) == config:
+      return found
+  except (OSError, ValueError):
+    pass
+  return None
+
+
+def mismatch_message(source: str, problem: str, config_source: str | None, checkpoint: str | None = None) -> str:
+  """One line: `source` (a checkpoint) does not fit the encoder's config, what differs, and what to pass."""
+  named = f"bert_config.json ({config_source})" if config_source else "BERT config (--bert_config_file)"
+  hint = "pass the bert_config.json the checkpoint was trained with"
+  beside = find_config(checkpoint) if checkpoint else None
+  if beside and beside != config_source:
+    hint += f" (probably {beside}, beside it)"
+  return f"{source}: does not match this encoder's {named}: {problem}; {hint}"
+
+
+def _restore_by_position(encoder, prefix: str, shapes: dict[str, list[int]], config_source: str | None,
+                         path: str) -> str:
+  """Loads an encoder SavedModel's `encoder_variables` (saved in `encoder.variables` order) into `encoder`."""
+  count = len({n.split("/")[1] for n in shapes if n.startswith(_SAVEDMODEL_VARIABLES + "/")})
   variables = encoder.variables
   if count != len(variables):
-    raise ValueError(f"{prefix}: holds {count} encoder variables but this encoder has {len(variables)} "
-                     "(is bert_config.json the same?)")
-  values = [reader.get_tensor(f"{_SAVEDMODEL_VARIABLES}/{i}/.ATTRIBUTES/VARIABLE_VALUE") for i in range(count)]
-  for variable, value in zip(variables, values):
-    if tuple(variable.shape) != value.shape:
-      raise ValueError(f"{prefix}: does not match this encoder (is bert_config.json the same?): "
-                       f"{variable.path} has shape {tuple(variable.shape)}, the SavedModel {value.shape}")
-  for variable, value in zip(variables, values):
-    variable.assign(value)
+    raise ValueError(mismatch_message(
+        prefix, f"the SavedModel holds {count} encoder variables, the model {len(variables)} (another "
+        "num_hidden_layers?)", config_source, path))
+  keys = [f"{_SAVEDMODEL_VARIABLES}/{i}{_VALUE_SUFFIX}" for i in range(count)]
+  for variable, key in zip(variables, keys):
+    if tuple(shapes[key]) != tuple(variable.shape):
+      raise ValueError(mismatch_message(
+          prefix, f"{variable.path}: the checkpoint has {_shape(shapes[key])}, the model needs "
+          f"{_shape(variable.shape)}", config_source, path))
+  reader = tf.train.load_checkpoint(prefix)
+  for variable, key in zip(variables, keys):
+    variable.assign(reader.get_tensor(key))
   return prefix
+
+
+def check_vocab_fits(vocab_file: str, bert_config: BertConfig, config_source: str | None = None,
+                     flag: str | None = "--vocab_file") -> int:
+  """Raises ValueError when `vocab_file` cannot be the vocabulary of a model with `bert_config`; returns its size.
+
+  More tokens than vocab_size: ids past the embedding table. More than 1% fewer: the vocabulary of another
+  model (1,042 tokens for a 30,522-token model); published vocabularies padded to a round size (30,528
+  embeddings for 30,522 words) stay within 1%. `config_source` (the bert_config.json) and `flag` (the flag
+  that gave `vocab_file`; None when it came with the model) name the inputs in the message.
+  """
+  from bert_tf.data.tokenization import load_vocab
+
+  size = len(load_vocab(vocab_file))
+  want = bert_config.vocab_size
+  named = config_source or "the BERT config"
+  subject = f"{flag}={vocab_file}" if flag else vocab_file
+  if size > want:
+    fix = (f"pass the vocab.txt the model was pretrained with as {flag}, or the bert_config.json that goes with "
+           "this vocabulary" if flag else "the vocabulary and the model do not belong together")
+    raise ValueError(f"{subject} has {size:,} tokens but {named} says vocab_size={want:,}: ids from {want:,} up "
+                     f"would index past the embedding table; {fix}")
+  if size < 0.99 * want:
+    beside = os.path.join(os.path.dirname(config_source), "vocab.txt") if config_source else None
+    if not flag:
+      fix = "the vocabulary and the model do not belong together"
+    elif beside and os.path.abspath(beside) != os.path.abspath(vocab_file) and fileio.exists(beside):
+      fix = f"pass {flag}={beside} (beside {os.path.basename(config_source)})"
+    else:
+      fix = f"pass the vocab.txt the model was pretrained with as {flag}"
+    raise ValueError(f"{subject} has {size:,} tokens but {named} says vocab_size={want:,}: it is probably not the "
+                     f"vocabulary the model was pretrained with; {fix}")
+  return size
 
 
 def find_config(path: str) -> str | None:

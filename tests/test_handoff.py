@@ -1,0 +1,115 @@
+"""bert_tf.training.handoff: a checkpoint or a vocabulary that does not fit the BERT config is refused in one
+line naming the files, the variable and both shapes (compared before anything is restored)."""
+
+import dataclasses
+import os
+
+import pytest
+
+import training_helpers as th
+from bert_tf.training import handoff
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """A 1-layer encoder in the pretraining hand-off layout: bert_config.json, encoder_checkpoint/,
+  encoder_savedmodel/."""
+  from bert_tf.model.encoder import BertEncoder
+
+  directory = tmp_path_factory.mktemp("pretrained")
+  config = th.tiny_bert_config()
+  handoff.export_encoder(BertEncoder(config), config, str(directory))
+  return str(directory), config
+
+
+def _write_vocab(path, size):
+  path.write_text("\n".join(th.SPECIAL + [f"w{i}" for i in range(size - len(th.SPECIAL))]) + "\n")
+  return str(path)
+
+
+@pytest.mark.parametrize("size,error", [
+    (100, None), (99, None),  # 1% fewer than vocab_size 100: a padded vocabulary (30,522 words in 30,528)
+    (101, "ids from 100 up would index past the embedding table"),
+    (98, "probably not the vocabulary the model was pretrained with"),
+])
+def test_check_vocab_fits(tmp_path, size, error):
+  vocab = _write_vocab(tmp_path / "vocab.txt", size)
+  config = dataclasses.replace(th.tiny_bert_config(), vocab_size=100)
+  if error is None:
+    assert handoff.check_vocab_fits(vocab, config, "m/bert_config.json") == size
+    return
+  with pytest.raises(ValueError, match=error) as caught:
+    handoff.check_vocab_fits(vocab, config, "m/bert_config.json")
+  message = str(caught.value)
+  assert f"--vocab_file={vocab} has {size} tokens but m/bert_config.json says vocab_size=100" in message
+  assert "\n" not in message
+
+
+def test_check_vocab_fits_names_the_vocabulary_beside_the_config(tmp_path):
+  model = tmp_path / "model"
+  model.mkdir()
+  _write_vocab(model / "vocab.txt", 99)
+  config = th.tiny_bert_config()
+  config.to_json_file(str(model / "bert_config.json"))
+  wrong = _write_vocab(tmp_path / "vocab.txt", 31)
+  with pytest.raises(ValueError, match=f"pass --vocab_file={model / 'vocab.txt'} \\(beside bert_config.json\\)"):
+    handoff.check_vocab_fits(wrong, config, str(model / "bert_config.json"))
+
+
+@pytest.mark.parametrize("form", [handoff.ENCODER_CHECKPOINT_DIR, handoff.ENCODER_SAVEDMODEL_DIR, ""])
+def test_restore_names_the_variable_both_shapes_and_the_config(exported, form):
+  from bert_tf.model.encoder import BertEncoder
+
+  directory, config = exported
+  path = os.path.join(directory, form) if form else directory
+  wider = dataclasses.replace(config, hidden_size=21)  # 3 heads of 7
+  with pytest.raises(ValueError) as caught:
+    handoff.restore_encoder(BertEncoder(wider), path, config_source="wide/bert_config.json")
+  message = str(caught.value)
+  assert "does not match this encoder's bert_config.json (wide/bert_config.json): word_embeddings/embeddings: " \
+         "the checkpoint has [99, 18], the model needs [99, 21]; pass the bert_config.json the checkpoint was " \
+         f"trained with (probably {directory}/bert_config.json, beside it)" in message
+  assert "\n" not in message and len(message) < 400
+
+
+def test_restore_refuses_another_layer_count(exported):
+  from bert_tf.model.encoder import BertEncoder
+
+  directory, config = exported
+  deeper = BertEncoder(dataclasses.replace(config, num_hidden_layers=2))
+  with pytest.raises(ValueError, match=r"encoder_checkpoint/encoder: does not match this encoder's BERT config "
+                     r"\(--bert_config_file\): the checkpoint has 1 layer, the model 2 \(num_hidden_layers\)"):
+    handoff.restore_encoder(deeper, directory)
+  with pytest.raises(ValueError, match="the SavedModel holds 19 encoder variables, the model 31"):
+    handoff.restore_encoder(deeper, os.path.join(directory, handoff.ENCODER_SAVEDMODEL_DIR))
+
+
+def test_restore_names_the_config_beside_the_checkpoint_when_it_is_the_models(exported):
+  from bert_tf.model.encoder import BertEncoder
+
+  directory, config = exported
+  encoder = BertEncoder(config)
+  assert handoff.restore_encoder(encoder, directory).endswith("encoder_checkpoint/encoder")
+  assert handoff.describe_config(config, directory) == os.path.join(directory, "bert_config.json")
+  assert handoff.describe_config(dataclasses.replace(config, vocab_size=50), directory) is None
+
+
+def test_shapes_follow_the_object_graph_of_a_training_checkpoint(tmp_path):
+  """In a training checkpoint the optimizer may reach an encoder variable first and store it under its own key
+  (`optimizer/_trainable_variables/5/...`): the comparison follows the object graph, as restoring does."""
+  import tensorflow as tf
+
+  from bert_tf.model.encoder import BertEncoder
+
+  config = th.tiny_bert_config()
+  encoder = BertEncoder(config)
+  holder = tf.Module()
+  holder.weights_ = list(encoder.layer_0.variables)  # depth 3: found before encoder/layer_0/... (4)
+  prefix = tf.train.Checkpoint(encoder=encoder, a=holder).write(str(tmp_path / "ckpt"))
+  keys = [name for name, _ in tf.train.list_variables(prefix)]
+  assert not any(k.startswith("encoder/layer_0/") for k in keys) and any(k.startswith("a/") for k in keys)
+  handoff.restore_encoder(BertEncoder(config), prefix)
+  other = BertEncoder(dataclasses.replace(config, intermediate_size=41))
+  with pytest.raises(ValueError, match=r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
+                     r"needs \[18, 41\]"):
+    handoff.restore_encoder(other, prefix)
