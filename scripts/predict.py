@@ -40,7 +40,15 @@ def _instances() -> list[dict[str, str]]:
   if FLAGS.input_file:
     if FLAGS.sentence1 is not None or FLAGS.sentence2 is not None:
       raise ValueError("give --input_file or --sentence1/--sentence2, not both")
-    return requests.read_instances(FLAGS.input_file)
+    try:
+      return requests.read_instances(FLAGS.input_file)
+    except UnicodeDecodeError:
+      # The decoder's message names neither the file nor the line: find the line, and say so.
+      from bert_tf.data import text_io
+
+      for _ in text_io.iter_lines(FLAGS.input_file):
+        pass
+      raise
   if FLAGS.sentence1 is None:
     raise ValueError("no examples: give --sentence1 (and --sentence2 for a pair task) or --input_file")
   instance = {"sentence1": FLAGS.sentence1}

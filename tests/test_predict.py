@@ -12,6 +12,8 @@ import concurrent.futures
 import http.server
 import json
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -217,6 +219,19 @@ def test_script_names_the_flag_at_fault(flags, message):
   result = _script(*flags, timeout=60)
   assert result.returncode == 1
   assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name,content", [("pairs.tsv", b"a dog\tthe cat\nok\n\xff\xfe bad\tx\n"),
+                                          ("pairs.jsonl", b'{"sentence1": "a"}\n\n{"sentence1": "caf\xe9"}\n')])
+def test_script_names_the_file_and_line_that_is_not_utf8(tmp_path, name, content):
+  """Run as a user runs it: from the file's folder, with a relative path."""
+  (tmp_path / name).write_bytes(content)
+  result = subprocess.run([sys.executable, os.path.join(th.REPO, SCRIPT), "--print_request", f"--input_file={name}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+  assert result.returncode == 1 and result.stdout == ""
+  reason = "invalid start byte at byte 0" if name.endswith(".tsv") else "invalid continuation byte at byte 18"
+  assert result.stderr.splitlines() == [
+      f"error: {name}:3: not valid UTF-8 ({reason} of the line); re-encode the file as UTF-8"]
 
 
 @pytest.mark.parametrize("protocol", ["rest", "grpc"])
