@@ -87,3 +87,36 @@ def test_strategy_selection_errors_say_what_to_change(monkeypatch):
     distribute.get_strategy("multi_worker_mirrored")
   one = distribute.get_strategy("one_device")
   assert distribute.is_chief(one) and distribute.worker_index(one) == 0 and distribute.num_workers(one) == 1
+
+
+SECRET = "s3cr3t-T0KEN"  # Stands for a credential inside TF_CONFIG: no message may repeat it.
+GOOD_TASK = {"type": "worker", "index": 0}
+
+
+@pytest.mark.parametrize("config,expected", [
+    ('{"cluster": {"worker": ["h:1?token=%s"]}, "task": ' % SECRET, "TF_CONFIG is not JSON (Expecting value at "
+     "character 60 of 60)"),
+    (json.dumps([SECRET]), "TF_CONFIG is JSON but not an object (list)"),
+    (json.dumps({"task": GOOD_TASK, "password": SECRET}), 'TF_CONFIG has no "cluster" key'),
+    (json.dumps({"cluster": {"worker": [f"{SECRET}:1"]}}), 'TF_CONFIG has no "task" key'),
+    (json.dumps({"cluster": {"worker": f"{SECRET}:1"}, "task": GOOD_TASK}),
+     'TF_CONFIG "cluster": the task type \'worker\' must be a list of "host:port" strings'),
+    (json.dumps({"cluster": {"worker": [f"{SECRET}:1"]}, "task": {"type": "worker"}}),
+     'TF_CONFIG "task" has no "index" key'),
+    (json.dumps({"cluster": {"worker": [f"{SECRET}:1"], SECRET: []}, "task": {"type": SECRET + "x", "index": 0}}),
+     'TF_CONFIG "task": its "type" (a name other than chief, worker, ps, evaluator) is not a task type of '
+     '"cluster" (which has \'worker\', 1 other name(s))'),
+    (json.dumps({"cluster": {"worker": [f"{SECRET}:1", "h:2"]}, "task": {"type": "worker", "index": 2}}),
+     'TF_CONFIG "task": its "index" 2 is out of range: "cluster" has 2 task(s) of type \'worker\', indices 0 to 1'),
+])
+def test_bad_tf_config_is_named_without_repeating_it(monkeypatch, config, expected):
+  monkeypatch.setenv("TF_CONFIG", config)
+  with pytest.raises(ValueError) as raised:
+    distribute.get_strategy("multi_worker_mirrored")
+  assert str(raised.value).startswith(expected)
+  assert SECRET not in str(raised.value) and "h:2" not in str(raised.value)
+
+
+def test_good_tf_config_passes_the_check():
+  config = {"cluster": {"chief": ["h:0"], "worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}}
+  assert distribute.check_tf_config(json.dumps(config)) == config

@@ -49,16 +49,69 @@ def _multi_worker_strategy(num_gpus: int) -> tf.distribute.Strategy:
         "--distribution_strategy=multi_worker_mirrored needs TF_CONFIG in the environment of every worker, "
         'e.g. {"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", "index": 0}}; '
         "see docs/pretraining.md")
-  try:
-    cluster = json.loads(config)["cluster"]
-  except (ValueError, KeyError) as e:
-    raise ValueError(f"TF_CONFIG is not valid JSON with a 'cluster' key ({e}): {config!r}") from None
-  del cluster
+  check_tf_config(config)
   # NCCL between GPUs; ring all-reduce over gRPC for CPU-only workers.
   implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if num_gpus
                     else tf.distribute.experimental.CommunicationImplementation.RING)
   return tf.distribute.MultiWorkerMirroredStrategy(
       communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+
+
+# TensorFlow's task types: safe to repeat in a message. Any other value of TF_CONFIG is never repeated.
+_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+
+def check_tf_config(config: str) -> dict:
+  """Parses TF_CONFIG and checks what MultiWorkerMirroredStrategy needs: a "cluster" of task types, each a
+  list of "host:port" addresses, and this process's "task" (a type of the cluster and an index into its list).
+
+  Raises ValueError naming the key at fault. The messages never repeat the value, nor any address in it:
+  TF_CONFIG may carry credentials (tokens in addresses, extra keys).
+  """
+  see = 'e.g. {"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", "index": 0}}'
+  try:
+    parsed = json.loads(config)
+  except json.JSONDecodeError as e:  # e.msg holds no text of the document; str(e) neither, but be explicit.
+    raise ValueError(f"TF_CONFIG is not JSON ({e.msg} at character {e.pos} of {len(config)}); {see}") from None
+  if not isinstance(parsed, dict):
+    raise ValueError(f"TF_CONFIG is JSON but not an object ({type(parsed).__name__}); {see}")
+  for key in ("cluster", "task"):
+    if key not in parsed:
+      raise ValueError(f'TF_CONFIG has no "{key}" key; {see}')
+  cluster, task = parsed["cluster"], parsed["task"]
+  if not isinstance(cluster, dict) or not cluster:
+    raise ValueError(f'TF_CONFIG "cluster" must be a non-empty object of task types; {see}')
+  for task_type, addresses in cluster.items():
+    if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+      raise ValueError(f'TF_CONFIG "cluster": the task type {_name(task_type)} must be a list of "host:port" '
+                       f"strings; {see}")
+  if not isinstance(task, dict):
+    raise ValueError(f'TF_CONFIG "task" must be an object with "type" and "index"; {see}')
+  for key in ("type", "index"):
+    if key not in task:
+      raise ValueError(f'TF_CONFIG "task" has no "{key}" key; {see}')
+  task_type, index = task["type"], task["index"]
+  if not isinstance(task_type, str) or task_type not in cluster:
+    raise ValueError(f'TF_CONFIG "task": its "type" {_name(task_type)} is not a task type of "cluster" (which '
+                     f"has {_names(cluster)}); {see}")
+  if isinstance(index, bool) or not isinstance(index, int):
+    raise ValueError(f'TF_CONFIG "task": its "index" must be an integer, not a {type(index).__name__}; {see}')
+  if not 0 <= index < len(cluster[task_type]):
+    raise ValueError(f'TF_CONFIG "task": its "index" {index} is out of range: "cluster" has '
+                     f"{len(cluster[task_type])} task(s) of type {_name(task_type)}, indices 0 to "
+                     f"{len(cluster[task_type]) - 1}")
+  return parsed
+
+
+def _name(value) -> str:
+  """A task type for a message: itself when it is one of TensorFlow's, else not repeated."""
+  return repr(value) if value in _TASK_TYPES else "(a name other than chief, worker, ps, evaluator)"
+
+
+def _names(mapping: dict) -> str:
+  known = [repr(k) for k in mapping if k in _TASK_TYPES]
+  others = len(mapping) - len(known)
+  return ", ".join(known + [f"{others} other name(s)"] * bool(others))
 
 
 def _tpu_strategy(tpu_name, tpu_zone, gcp_project) -> tf.distribute.Strategy:
