@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import assets
 import training_helpers as th
@@ -137,3 +138,58 @@ def test_encoder_savedmodel_runs_in_a_session_loader_like_tf_serving(tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   pooled = np.load(tmp_path / "cli_out" / "pooled_output.npy")
   np.testing.assert_allclose(pooled, encoder(features)["pooled_output"].numpy(), atol=1e-5)
+
+
+def _checkpoint_values(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name.endswith("VARIABLE_VALUE") and not name.startswith(("iterator", "save_counter"))}
+
+
+@pytest.mark.slow
+def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_output_dir(tmp_path):
+  """As a user runs it: relative paths from the run's own directory; Ctrl-C at step 3, then SIGKILL at step 5,
+  then the same command to the end, against an uninterrupted run."""
+  import signal
+  import subprocess
+  import sys
+
+  from test_glue_finetuning import TOKENS, write_mrpc
+
+  (tmp_path / "vocab.txt").write_text("\n".join(TOKENS) + "\n")
+  config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
+                                  intermediate_size=37, num_hidden_layers=1, max_position_embeddings=40,
+                                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrained"))
+  write_mrpc(tmp_path / "MRPC", sizes=(29, 5, 3))
+  flags = ["--task_name=MRPC", "--data_dir=MRPC", "--vocab_file=vocab.txt", "--init_checkpoint=pretrained",
+           "--do_train", "--max_seq_length=21", "--train_batch_size=4", "--num_train_epochs=1",
+           "--save_checkpoints_steps=2", "--steps_per_loop=1", "--distribution_strategy=one_device",
+           "--deterministic", "--features_dir=features"]
+  script = os.path.join(th.REPO, "scripts", "run_classifier.py")
+  helper = os.path.join(th.REPO, "tests", "interrupted_run.py")
+
+  def run(args, out, **env):
+    return subprocess.run([sys.executable, *args, *flags, f"--output_dir={out}"], cwd=tmp_path, timeout=300,
+                          env=th.python_env(INTERRUPT_SCRIPT="run_classifier.py", **env), capture_output=True,
+                          text=True)
+
+  whole = run([script], "whole")
+  assert whole.returncode == 0, whole.stderr[-3000:]
+  stopped = run([helper], "out", INTERRUPT_AT_STEP=3, INTERRUPT_SIGNAL="INT")
+  assert stopped.returncode == 130, stopped.stderr[-3000:]
+  assert f"stopped at step 3 on request; saved {tmp_path / 'out' / 'checkpoints' / 'ckpt-3'}" in stopped.stderr
+  assert "Traceback" not in stopped.stderr
+  killed = run([helper], "out", INTERRUPT_AT_STEP=5, INTERRUPT_SIGNAL="KILL")
+  assert killed.returncode == -signal.SIGKILL
+  assert "resuming at step 3" in killed.stderr, killed.stderr[-3000:]
+  resumed = run([script], "out")
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "resuming at step 4" in resumed.stderr and "taking over the lock" in resumed.stderr
+  steps = 29 // 4  # google-research's int(examples / batch * epochs)
+  a = _checkpoint_values(str(tmp_path / "whole" / "checkpoints" / f"ckpt-{steps}"))
+  b = _checkpoint_values(str(tmp_path / "out" / "checkpoints" / f"ckpt-{steps}"))
+  assert a.keys() == b.keys() and len(a) > 10
+  for name in a:
+    np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+  assert sorted(os.listdir(tmp_path / "out")) == sorted(os.listdir(tmp_path / "whole"))  # no lock, no temporaries

@@ -14,7 +14,7 @@ import training_helpers as th
 
 STEPS = 8
 SCRIPT = os.path.join(th.REPO, "scripts", "run_pretraining.py")
-HELPER = os.path.join(th.REPO, "tests", "interrupted_pretraining.py")
+HELPER = os.path.join(th.REPO, "tests", "interrupted_run.py")
 FSIZE_BYTES = 8192  # below one checkpoint's data file (asserted), above everything else the run writes
 
 

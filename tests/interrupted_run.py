@@ -1,6 +1,6 @@
-"""Helper launched by test_run_pretraining.py: scripts/run_pretraining.py, interrupted mid-run.
+"""Helper launched by tests: a training script (INTERRUPT_SCRIPT, default run_pretraining.py), interrupted mid-run.
 
-  INTERRUPT_AT_STEP=k INTERRUPT_SIGNAL=KILL|TERM|INT|FSIZE python tests/interrupted_pretraining.py <the flags>
+  INTERRUPT_AT_STEP=k INTERRUPT_SIGNAL=KILL|TERM|INT|FSIZE python tests/interrupted_run.py <the script's flags>
 
 After the host loop that reaches step k: KILL, TERM and INT send the process that signal (SIGKILL ends it on the
 spot, as a lost machine would; SIGTERM asks it to save and stop, as a preemption notice does; SIGINT is Ctrl-C).
@@ -32,6 +32,7 @@ def _after_loop(self, step):
 
 
 trainer.Trainer._after_loop = _after_loop
-script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_pretraining.py")
+script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                      os.environ.get("INTERRUPT_SCRIPT", "run_pretraining.py"))
 sys.argv[0] = script
 runpy.run_path(script, run_name="__main__")

@@ -1,0 +1,78 @@
+"""bert_tf.training.run_lock: one run per output directory; dead holders are taken over."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bert_tf.errors import OutputDirInUse
+from bert_tf.training import run_lock
+
+
+def _plant(directory, **record):
+  os.makedirs(directory, exist_ok=True)
+  base = {"host": socket.gethostname(), "started": "2026-11-23T10:00:00", "heartbeat": time.time()}
+  (directory / ".lock").write_text(json.dumps(dict(base, **record)))
+
+
+def test_a_lock_is_held_for_the_block_and_released(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with run_lock.RunLock("out/run") as lock:  # relative, and the directory does not exist yet
+    assert lock.path == str(tmp_path / "out" / "run" / ".lock")
+    record = json.loads((tmp_path / "out" / "run" / ".lock").read_text())
+    assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+    with pytest.raises(OutputDirInUse) as refused:
+      run_lock.RunLock(str(tmp_path / "out" / "run")).acquire()
+    assert str(refused.value).startswith(f"{tmp_path / 'out' / 'run'} is in use by another run (host "
+                                         f"{socket.gethostname()}, pid {os.getpid()}, started ")
+    assert f"If that run is dead, delete {tmp_path / 'out' / 'run' / '.lock'}" in str(refused.value)
+  assert os.listdir(tmp_path / "out" / "run") == []
+
+
+def test_a_live_holder_on_this_host_refuses_and_a_dead_or_reused_pid_is_taken_over(tmp_path):
+  sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  try:
+    _plant(tmp_path / "live", pid=sleeper.pid, process_start=run_lock._process_start(sleeper.pid))
+    with pytest.raises(OutputDirInUse, match=f"pid {sleeper.pid}, started 2026-11-23T10:00:00"):
+      run_lock.RunLock(str(tmp_path / "live")).acquire()
+    # The same pid with another start time is another process that reused the pid: the holder is dead.
+    _plant(tmp_path / "reused", pid=sleeper.pid, process_start=run_lock._process_start(sleeper.pid) - 1)
+    with run_lock.RunLock(str(tmp_path / "reused")):
+      assert json.loads((tmp_path / "reused" / ".lock").read_text())["pid"] == os.getpid()
+  finally:
+    sleeper.kill()
+    sleeper.wait()
+  _plant(tmp_path / "dead", pid=sleeper.pid, process_start=None)  # no such process any more
+  with run_lock.RunLock(str(tmp_path / "dead")):
+    assert json.loads((tmp_path / "dead" / ".lock").read_text())["pid"] == os.getpid()
+  (tmp_path / "garbage").mkdir()
+  (tmp_path / "garbage" / ".lock").write_text("{not json")
+  with run_lock.RunLock(str(tmp_path / "garbage")):
+    pass
+
+
+def test_another_host_counts_as_alive_while_its_heartbeat_is_fresh(tmp_path):
+  _plant(tmp_path / "fresh", host="other-host", pid=1, heartbeat=time.time() - 30)
+  with pytest.raises(OutputDirInUse, match="host other-host, pid 1"):
+    run_lock.RunLock(str(tmp_path / "fresh")).acquire()
+  _plant(tmp_path / "stale", host="other-host", pid=1, heartbeat=time.time() - run_lock.STALE_SECONDS - 1)
+  with run_lock.RunLock(str(tmp_path / "stale")):
+    assert json.loads((tmp_path / "stale" / ".lock").read_text())["host"] == socket.gethostname()
+
+
+def test_only_the_chief_locks_under_multi_worker(monkeypatch):
+  cases = [(None, True),
+           ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}, True),
+           ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}, False),
+           ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}, False),
+           ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}, True)]
+  for config, chief in cases:
+    if config is None:
+      monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+      monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    assert run_lock.is_chief_from_env() is chief, config
