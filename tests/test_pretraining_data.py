@@ -304,6 +304,7 @@ def user_folder(tmp_path, monkeypatch):
   (tmp_path / "empty.txt").write_bytes(b"")
   (tmp_path / "blank.txt").write_bytes(b"\n \n\t\r\n\n")
   (tmp_path / "control.txt").write_bytes(b"\x00\x01\n\n\x02\n")  # Non-blank lines without a single token.
+  (tmp_path / "tiny.txt").write_text("A b.\nB a.\n\nA a.\n")  # Two documents: 2 instances a pass.
   return tmp_path
 
 
@@ -356,3 +357,16 @@ def test_library_never_imports_the_comparison_peers():
         if re.search(r"^\s*(import|from)\s+(official|tf_keras)\b", text, re.M):
           offenders.append(name)
   assert offenders == []
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("--noreference_compatible", "--output_file names 3 files but the input makes 1 shard(s) (0.00 MB of text at "
+     "--shard_size_mb=0.5), and each file gets whole shards: give at most 1 output file(s), or --num_shards=3"),
+    ("--reference_compatible", "--output_file: 1 of the 3 output files would hold no record (out/c.tfrecord): the "
+     "corpus gives 2 instance(s), dealt round-robin; give at most 2 output file(s); nothing was written"),
+])
+def test_output_files_that_would_hold_no_record_are_refused(user_folder, mode, expected):
+  result = run_script_in(user_folder, "--input_file=tiny.txt", "--vocab_file=vocab.txt", "--dupe_factor=1", mode,
+                         "--output_file=out/a.tfrecord,out/b.tfrecord,out/c.tfrecord")
+  assert_one_line_error(result, expected)
+  assert not (user_folder / "out").exists() or os.listdir(user_folder / "out") == []

@@ -302,16 +302,23 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
   return summary
 
 
-def _check_some_instances(run: RunConfig, stats: Stats) -> None:
-  """A run without a single instance is an error, not an empty output that looks complete.
+def _check_every_output_has_records(run: RunConfig, per_file: Sequence[int], how: str) -> None:
+  """A run that would leave an output file without a single record is an error, not a file that looks complete.
 
-  Documents exist (checked up front), and any document with a token gives an instance per pass, so this means
-  every non-blank line lost all its characters to the tokenizer's cleaning (control characters, U+FFFD...).
+  `per_file`: records per output file; `how`: how records were spread over the files, for the message. Called
+  before the outputs are committed, so raising leaves none of them.
   """
-  if stats.instances == 0:
+  if not sum(per_file):
+    # Documents exist (checked up front), and a document with a token gives an instance per pass, so every
+    # non-blank line lost all its characters to the tokenizer's cleaning (control characters, U+FFFD...).
     raise ValueError(f"{text_io.name_files(run.input_files)}: no instances: no line of the corpus has a token "
                      "(its non-blank lines hold only control or unprintable characters, which the tokenizer "
                      "drops); nothing was written")
+  empty = [path for path, n in zip(run.output_files, per_file) if not n]
+  if empty:
+    raise ValueError(f"--output_file: {len(empty)} of the {len(per_file)} output files would hold no record "
+                     f"({text_io.name_files(empty)}): {how}; give at most {len(per_file) - len(empty)} output "
+                     "file(s); nothing was written")
 
 
 def _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress) -> None:
@@ -324,7 +331,10 @@ def _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress) ->
   del document_lines
   progress(f"{len(documents)} documents; creating instances ({config.dupe_factor} passes)")
   serialized = make_records(documents, config, vocab_ids, rng, stats)
-  _check_some_instances(run, stats)
+  n_out = len(run.output_files)
+  _check_every_output_has_records(
+      run, [(len(serialized) - k + n_out - 1) // n_out for k in range(n_out)],
+      f"the corpus gives {len(serialized)} instance(s), dealt round-robin")
   writers = [records.TFRecordFileWriter(path) for path in run.output_files]
   try:
     for k, record in enumerate(serialized):
@@ -364,13 +374,22 @@ def _iter_shards(run: RunConfig, num_shards: int, total: int) -> Iterator[tuple[
 
 def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
   num_shards, total = _shard_plan(run)
+  if num_shards < len(run.output_files):  # Known before any work: some outputs would get no shard.
+    raise ValueError(
+        f"--output_file names {len(run.output_files)} files but the input makes {num_shards} shard(s) "
+        f"({total / 1e6:.2f} MB of text{'' if run.num_shards else f' at --shard_size_mb={run.shard_size_mb}'}), "
+        f"and each file gets whole shards: give at most {num_shards} output file(s), or "
+        f"--num_shards={len(run.output_files)}")
   progress(f"{total / 1e6:.1f} MB of text in {len(run.input_files)} file(s) -> {num_shards} shard(s) on "
            f"{run.num_workers} worker(s)")
   writers = [records.TFRecordFileWriter(path) for path in run.output_files]
   started = time.time()
 
+  per_file = [0] * len(writers)
+
   def finish(shard_index: int, temp_path: str, shard_stats: Stats) -> None:
     stats.merge(shard_stats)
+    per_file[shard_index % len(writers)] += shard_stats.instances
     _append_file(temp_path, writers[shard_index % len(writers)])
     done = shard_index + 1
     rate = stats.instances / max(time.time() - started, 1e-9)
@@ -411,7 +430,8 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
         next_to_finish += 1
       executor.shutdown()
       executor = None
-    _check_some_instances(run, stats)  # Before the outputs are committed: aborting them leaves nothing.
+    _check_every_output_has_records(run, per_file, f"the corpus gives {stats.instances} instance(s) in "
+                                    f"{num_shards} shard(s), shard s going to file s mod {len(writers)}")
     for writer in writers:
       writer.close()
   except BaseException:
