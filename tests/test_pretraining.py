@@ -115,3 +115,33 @@ def test_run_pretraining_script_stops_on_a_truncated_relative_input_file(tmp_pat
                     "interrupted; recreate it"], result.stderr[-2000:]
   assert "Traceback" not in result.stderr
   assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_a_record_corrupted_past_the_checked_sample_stops_training_naming_the_file_and_the_last_checkpoint(
+    tmp_path):
+  th.write_records(tmp_path / "data", num_files=1, per_file=90)
+  path = tmp_path / "data" / "records-000.tfrecord"
+  data = bytearray(path.read_bytes())
+  offset, index = 0, 0
+  while index < 80:  # record 80: past the 64 records the up-front check reads
+    length = int.from_bytes(data[offset:offset + 8], "little")
+    offset += 16 + length
+    index += 1
+  data[offset + 12 + 5] ^= 0xFF  # a byte of record 80's data: its data checksum fails
+  path.write_bytes(bytes(data))
+  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
+  flags = ["--input_file=data/records-*.tfrecord", "--output_dir=out", "--bert_config_file=bert_config.json",
+           f"--max_seq_length={th.T}", f"--max_predictions_per_seq={th.P}", "--train_batch_size=6",
+           "--num_train_steps=40", "--num_warmup_steps=0", "--save_checkpoints_steps=2",
+           "--distribution_strategy=one_device"]
+  result = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "run_pretraining.py"), *flags],
+                          cwd=tmp_path, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  # The file as the user named it; the shuffle buffer reads ahead, so the error may come before any checkpoint.
+  assert errors[0].startswith(f"error: data/records-000.tfrecord: record 80 (byte {offset}) is corrupt: its data "
+                              "fails its checksum; the last good checkpoint is "), errors[0]
+  assert errors[0].endswith(": fix or remove the file and rerun the same command to resume")
+  assert not os.path.exists(tmp_path / "out" / ".lock")
