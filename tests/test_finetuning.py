@@ -193,3 +193,24 @@ def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_outpu
   for name in a:
     np.testing.assert_array_equal(b[name], a[name], err_msg=name)
   assert sorted(os.listdir(tmp_path / "out")) == sorted(os.listdir(tmp_path / "whole"))  # no lock, no temporaries
+
+
+def test_prediction_shows_progress_from_the_first_batch(caplog):
+  import logging
+
+  import keras
+
+  dense = keras.layers.Dense(2)
+
+  def model(batch, training=False):
+    del training
+    return dense(batch["x"])
+  data = tf.data.Dataset.from_tensor_slices({"x": tf.ones([7, 3]), "is_real_example": tf.constant([1] * 6 + [0])})
+  with caplog.at_level(logging.INFO):
+    outputs = finetuning.predict(model, data.batch(2), tf.distribute.OneDeviceStrategy("/cpu:0"),
+                                 description="MRPC dev", progress_seconds=0.0)
+  assert outputs.shape == (6, 2)
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("MRPC dev: batch ")]
+  assert [line.split("  ")[0] for line in lines] == [f"MRPC dev: batch {i}/4" for i in (1, 2, 3, 4)]
+  assert lines[1].split("  ")[1] == "4 examples" and "examples/s  ETA " in lines[1]
+  assert lines[3].split("  ")[1] == "6 examples" and "ETA" not in lines[3]  # the padded example not counted
