@@ -100,7 +100,6 @@ class Checkpointer:
       else:
         logging.warning("no saved input position for worker %d at step %s (%s): its input restarts from the "
                         "beginning of its files", self.worker, step, input_path)
-    logging.info("restored %s", path)
     return path
 
   def save(self, step: int) -> str:

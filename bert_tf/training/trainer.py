@@ -314,6 +314,9 @@ class Trainer:
     step = int(self.step.numpy())
     if restored:
       logging.info("resuming at step %d from %s", step, restored)
+      if step >= cfg.num_train_steps:
+        logging.warning("%s is at step %d, not before --num_train_steps=%d: nothing left to train", restored,
+                        step, cfg.num_train_steps)
     else:
       logging.info("starting fresh in %s (no checkpoint there yet)", self.checkpointer.directory)
     metrics: dict[str, float] = {}
@@ -363,7 +366,11 @@ class Trainer:
           metrics = self._report(step, window, window_steps, window_seconds)
           window, window_steps, window_seconds = {}, 0, 0.0
           progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
-        elif first_loop or time.perf_counter() - last_line >= cfg.progress_seconds:
+        elif first_loop:
+          logging.info("step %d/%d  loss %.4g  (the first step took %.1f s, tracing included)", step,
+                       cfg.num_train_steps, progress["loss"] / max(progress_steps, 1), seconds)
+          progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
+        elif time.perf_counter() - last_line >= cfg.progress_seconds:
           self._progress(step, progress, progress_steps, progress_seconds)
           progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
         first_loop = False
