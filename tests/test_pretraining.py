@@ -145,3 +145,29 @@ def test_a_record_corrupted_past_the_checked_sample_stops_training_naming_the_fi
                               "fails its checksum; the last good checkpoint is "), errors[0]
   assert errors[0].endswith(": fix or remove the file and rerun the same command to resume")
   assert not os.path.exists(tmp_path / "out" / ".lock")
+
+
+def test_a_full_disk_at_the_encoder_export_says_training_is_saved_and_what_to_free(tmp_path, monkeypatch):
+  import errno
+
+  from bert_tf.errors import DiskFull
+  from bert_tf.training import handoff
+
+  data = th.write_records(tmp_path / "data", num_files=1, per_file=5)
+
+  def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(handoff, "export_encoder", no_space)
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=2, num_warmup_steps=0,
+      distribution_strategy="one_device")
+  with pytest.raises(DiskFull) as error:
+    pretraining.run_pretraining(config)
+  message = str(error.value)
+  assert message.startswith(f"no room to write the encoder under {tmp_path / 'out'} (OSError: [Errno 28] No space "
+                            "left on device): it needs about ")
+  assert message.endswith(f"training finished and is saved in {tmp_path / 'out' / 'checkpoints' / 'ckpt-2'}: "
+                          "free space and rerun the same command, which only writes the encoder")
+  assert not os.path.exists(tmp_path / "out" / ".lock")

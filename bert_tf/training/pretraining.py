@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.config import BertConfig
+from bert_tf.errors import DiskFull, is_disk_full
 from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
@@ -239,5 +240,15 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
     logging.info("initialised the encoder from %s", prefix)
   result = run.train()
   if config.export_encoder and not result.interrupted and distribute.is_chief(strategy):
-    handoff.export_encoder(run.model.encoder, config.bert_config, config.output_dir)
+    try:
+      handoff.export_encoder(run.model.encoder, config.bert_config, config.output_dir)
+    except (OSError, tf.errors.OpError) as e:
+      if not is_disk_full(e):
+        raise
+      # export_encoder removed its temporaries; the training checkpoint is complete, so a rerun only exports.
+      needed = 2 * sum(v.shape.num_elements() * 4 for v in run.model.encoder.variables)  # checkpoint + SavedModel
+      raise DiskFull(f"no room to write the encoder under {config.output_dir} ({e.__class__.__name__}: "
+                     f"{str(e).strip().splitlines()[-1][:200]}): it needs about {needed / 2**20:.1f} MiB free; "
+                     f"training finished and is saved in {run.checkpointer.latest()}: free space and rerun the "
+                     "same command, which only writes the encoder") from None
   return result
