@@ -4,7 +4,8 @@
 
 writes export/mrpc/<version>/ (the next free version unless --model_version): a SavedModel whose
 `serving_default` takes raw text, with its warmup requests and manifest in assets.extra/.
-(`scripts/run_classifier.py --export_dir=...` does the same at the end of a run.)
+(`scripts/run_classifier.py --export_dir=...` does the same at the end of a run.) The folder's vocab.txt must
+fit its bert_config.json (checked before anything is written).
 """
 
 from absl import flags
@@ -24,11 +25,9 @@ def main(argv):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
   from bert_tf.export import serving
-  from bert_tf.tasks import classification
 
-  _, spec, _ = classification.load_classifier(FLAGS.classifier_dir)  # Fails fast on a wrong folder.
-  path = serving.export_from_directory(FLAGS.classifier_dir, FLAGS.export_dir,
-                                       FLAGS.model_name or spec.task_name.lower(), FLAGS.model_version)
+  path = serving.export_from_directory(FLAGS.classifier_dir, FLAGS.export_dir, FLAGS.model_name,
+                                       FLAGS.model_version)
   print(path)
 
 

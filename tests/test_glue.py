@@ -457,6 +457,13 @@ def test_invalid_utf8_names_the_line(tmp_path):
     glue.read_examples("RTE", str(tmp_path / "RTE"), "dev")
 
 
+def test_unreadable_file_names_the_path(tmp_path):
+  os.makedirs(tmp_path / "RTE" / "dev.tsv")  # Exists, but open() fails (as it would without read permission).
+  with pytest.raises(ValueError, match=f"{re.escape(str(tmp_path / 'RTE' / 'dev.tsv'))}: cannot be read "
+                     r"\(Is a directory\); check that it is a readable file"):
+    glue.read_examples("RTE", str(tmp_path / "RTE"), "dev")
+
+
 def test_unknown_task_lists_the_choices():
   with pytest.raises(ValueError, match="--task_name='sst5' is not a GLUE task; choose one of CoLA, SST-2, MRPC, "
                                        "STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX"):

@@ -3,8 +3,12 @@ evaluate, predict in the submission format, reuse features, select among learnin
 
 import csv
 import json
+import dataclasses
 import os
 import random
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -187,3 +191,117 @@ def test_mixed_precision_and_xla_fine_tune_and_save_float32(tmp_path, pretrained
 
   model, spec, _ = classification.load_classifier(str(tmp_path / "out" / "classifier"))
   assert model.dtype_policy.name == "float32" and spec.labels == ("0", "1")
+
+
+# -- Bad inputs: stopped before any work, one line naming the file ---------------------------------------------
+
+
+def _break(data, split, how):
+  """Spoils `split`.tsv of a write_mrpc folder in one of the ways a download or an edit goes wrong."""
+  path = os.path.join(data, f"{split}.tsv")
+  with open(path, "rb") as f:
+    lines = f.read().split(b"\n")
+  if how == "columns":  # a tab inside a sentence: line 3 gets 6 fields
+    lines[2] = lines[2] + b"\tand more"
+  elif how == "label":
+    lines[1] = b"2" + lines[1][1:]
+  elif how == "utf8":
+    lines[3] = lines[3] + b" caf\xe9"
+  elif how == "header_only":
+    lines = lines[:1] + [b""]
+  if how == "missing":
+    os.remove(path)
+  elif how == "directory":  # unreadable: open() fails
+    os.remove(path)
+    os.mkdir(path)
+  else:
+    with open(path, "wb") as f:
+      f.write(b"\n".join(lines))
+  return path
+
+
+@pytest.mark.parametrize("split,how,error", [
+    ("dev", "columns", r"dev.tsv:3: 6 tab-separated fields, expected 5"),
+    ("dev", "label", r"dev.tsv:2: label '2' is not a MRPC label; expected one of 0, 1"),
+    ("test", "utf8", r"test.tsv:4: not valid UTF-8"),
+    ("test", "missing", r"test.tsv does not exist: --data_dir should be the MRPC folder"),
+    ("dev", "directory", r"dev.tsv: cannot be read \(Is a directory\)"),
+    ("dev", "header_only", r"dev.tsv: holds no examples"),
+])
+def test_every_split_the_flags_ask_for_is_checked_before_any_work(tmp_path, pretrained, split, how, error):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _break(data, split, how)
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
+  with pytest.raises((ValueError, FileNotFoundError), match=error) as caught:
+    gf.run_classifier(config, say=lambda line: None)
+  assert str(tmp_path / "MRPC" / f"{split}.tsv") in str(caught.value) and "\n" not in str(caught.value)
+  assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
+
+
+def test_only_the_splits_the_flags_ask_for_are_read(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _break(data, "dev", "columns")
+  _break(data, "test", "missing")
+  task = gf.glue.get_task("MRPC")
+  inputs = gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True), task)
+  assert list(inputs) == ["train"] and len(inputs["train"].examples) == 13
+  with pytest.raises(ValueError, match="dev.tsv:3"):
+    gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True, do_eval=True), task)
+
+
+def test_a_vocabulary_that_does_not_fit_the_bert_config_is_refused(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _, vocab, bert_config = pretrained  # 17 tokens, vocab_size 17
+  _config(tmp_path, pretrained, data, do_train=True).validate()
+  larger = dataclasses.replace(bert_config, vocab_size=1042)
+  with pytest.raises(ValueError, match=f"--vocab_file={vocab} has 17 tokens but big/bert_config.json says "
+                     "vocab_size=1,042: it is probably not the vocabulary the model was pretrained with"):
+    _config(tmp_path, pretrained, data, do_train=True, bert_config=larger,
+            bert_config_file="big/bert_config.json").validate()
+  smaller = dataclasses.replace(bert_config, vocab_size=11)
+  with pytest.raises(ValueError, match="has 17 tokens but the BERT config says vocab_size=11: ids from 11 up"):
+    _config(tmp_path, pretrained, data, do_train=True, bert_config=smaller).validate()
+
+
+def _run_script(cwd, *args):
+  """scripts/run_classifier.py as a user runs it: a fresh process in `cwd`, relative paths."""
+  script = os.path.join(th.REPO, "scripts", "run_classifier.py")
+  return subprocess.run([sys.executable, script, "--task_name=MRPC", "--data_dir=MRPC", "--output_dir=out",
+                         "--features_dir=features", "--max_seq_length=21", "--train_batch_size=4",
+                         "--distribution_strategy=one_device", "--do_train", "--do_eval", "--do_predict", *args],
+                        cwd=cwd, env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+
+def _one_error_line(result) -> str:
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1, result.stderr[-3000:]
+  return errors[0]
+
+
+def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrained):
+  directory, _, bert_config = pretrained
+  shutil.copytree(directory, tmp_path / "model")
+  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  small_vocab = tmp_path / "vocab.txt"
+  small_vocab.write_text("\n".join(TOKENS[:9]) + "\n")
+  common = ("--vocab_file=model/vocab.txt", "--init_checkpoint=model")
+
+  _break(str(tmp_path / "MRPC"), "dev", "columns")  # found before training, not after it
+  line = _one_error_line(_run_script(tmp_path, *common))
+  assert line.startswith("error: MRPC/dev.tsv:3: 6 tab-separated fields, expected 5"), line
+  assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
+  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+
+  line = _one_error_line(_run_script(tmp_path, "--vocab_file=vocab.txt", "--init_checkpoint=model"))
+  assert line == ("error: --vocab_file=vocab.txt has 9 tokens but model/bert_config.json says vocab_size=17: it "
+                  "is probably not the vocabulary the model was pretrained with; pass --vocab_file=model/vocab.txt "
+                  "(beside bert_config.json)"), line
+
+  dataclasses.replace(bert_config, hidden_size=21).to_json_file(str(tmp_path / "wide.json"))
+  line = _one_error_line(_run_script(tmp_path, *common, "--bert_config_file=wide.json"))
+  assert line == ("error: model/encoder_checkpoint/encoder: does not match this encoder's BERT config "
+                  "(--bert_config_file): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
+                  "[17, 21]; pass the bert_config.json the checkpoint was trained with (probably "
+                  "model/bert_config.json, beside it)"), line

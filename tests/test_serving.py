@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,19 @@ def test_export_rejects_bad_arguments_before_writing(exported, tmp_path):
     serving.export_classifier(model, ClassifierSpec("x", LABELS, True, MAX_POSITIONS + 1, True),
                               exported["vocab"], str(tmp_path), "m")
   assert not os.listdir(tmp_path)
+
+
+def test_export_refuses_a_vocabulary_that_does_not_fit_the_model(exported, tmp_path):
+  model, spec, _ = exported["nli"]
+  for size, error in ((len(VOCAB) + 1, f"ids from {len(VOCAB)} up would index past the embedding table"),
+                      (len(VOCAB) // 2, "it is probably not the vocabulary the model was pretrained with")):
+    vocab = tmp_path / f"vocab{size}.txt"
+    vocab.write_text("\n".join((VOCAB + ["extra"])[:size]) + "\n")
+    with pytest.raises(ValueError, match=f"{re.escape(str(vocab))} has {size} tokens but cls/bert_config.json says "
+                       f"vocab_size={len(VOCAB)}: {error}"):
+      serving.export_classifier(model, spec, str(vocab), str(tmp_path / "export"), "m",
+                                config_source="cls/bert_config.json")
+  assert not (tmp_path / "export").exists()
 
 
 def test_manifest_describes_task_signatures_versions_and_custom_ops(exported):

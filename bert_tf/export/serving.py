@@ -55,6 +55,7 @@ from bert_tf.export import requests as serving_requests
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.classification import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
                                           load_classifier)
+from bert_tf.training import handoff
 
 SERVING_SIGNATURE = "serving_default"
 ENCODED_SIGNATURE = "encoded"
@@ -308,7 +309,7 @@ def build_manifest(saved_model_dir: str, spec: ClassifierSpec, model_name: str, 
 
 def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
                       model_name: str, version: int | None = None,
-                      warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
+                      warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None) -> str:
   """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving; returns that path.
 
   Args:
@@ -321,6 +322,8 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
       never overwritten.
     warmup_texts: (text_a, text_b) pairs (text_b None for single-sentence tasks) for the warmup requests;
       default a couple of generic sentences.
+    config_source: the model's bert_config.json, named when the vocabulary does not fit the model
+      (`handoff.check_vocab_fits`).
   """
   if not model_name or "/" in model_name or model_name.startswith("."):
     raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
@@ -333,11 +336,8 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
     raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
                      f"{model.config.max_position_embeddings}")
   warmup = _warmup_instances(spec, warmup_texts)
+  handoff.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
   server = _ClassifierServer(float32_copy(model), spec, vocab_file)
-  vocab_size = server.tokenizer.vocab_size
-  if vocab_size > model.config.vocab_size:
-    raise ValueError(f"{vocab_file} has {vocab_size} tokens but the model's vocab_size is "
-                     f"{model.config.vocab_size}: give the vocabulary the model was trained with")
   model_dir = os.path.join(export_dir, model_name)
   if version is None:
     version = next_version(model_dir)
@@ -360,11 +360,13 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
   return final
 
 
-def export_from_directory(classifier_dir: str, export_dir: str, model_name: str, version: int | None = None,
-                          warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
-  """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path."""
+def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,
+                          version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
+  """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
+  `model_name` defaults to the task's name in lower case."""
   model, spec, vocab_file = load_classifier(classifier_dir)
-  return export_classifier(model, spec, vocab_file, export_dir, model_name, version, warmup_texts)
+  return export_classifier(model, spec, vocab_file, export_dir, model_name or spec.task_name.lower(), version,
+                           warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"))
 
 
 def read_manifest(saved_model_dir: str) -> dict[str, Any]:

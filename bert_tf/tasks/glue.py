@@ -226,7 +226,13 @@ def _rows(path: str) -> Iterator[tuple[int, list[str] | None]]:
   """Yields (1-based line number, fields) per non-blank line; fields is None for a line csv cannot split."""
 
   def lines() -> Iterator[str]:
-    with text_io.open_binary(path) as f:
+    try:
+      f = text_io.open_binary(path)
+    except FileNotFoundError:
+      raise
+    except OSError as e:  # Permission denied, a directory, ...
+      raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
+    with f:
       for number, raw in enumerate(f, start=1):
         try:
           # utf-8-sig drops MRPC's byte-order mark; on later lines it is plain UTF-8.
@@ -292,7 +298,7 @@ def read_examples(task: GlueTask | str, data_dir: str, split: str) -> ReadResult
 
   Raises FileNotFoundError for a missing file; ValueError, naming path:line, for a header without the task's
   columns, a row with the wrong number of fields (except in QQP, where it is skipped and counted), an
-  unknown label or bytes that are not UTF-8.
+  unknown label or bytes that are not UTF-8; ValueError naming the path for a file that cannot be read.
   """
   task = _resolve(task)
   if task.name not in _LAYOUTS:

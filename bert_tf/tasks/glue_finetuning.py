@@ -1,6 +1,6 @@
 """GLUE fine-tuning: what `scripts/run_classifier.py` runs.
 
-  data_dir/*.tsv --glue.read_examples--> examples --classification.write_feature_file--> features (TFRecords,
+  data_dir/*.tsv --glue.read_examples (every split the --do_* flags ask for, before any work)--> examples --classification.write_feature_file--> features (TFRecords,
   cached under <features_dir>/glue/<task>/) --finetuning.train--> BertClassifier --> eval_results, GLUE
   submission files, and <output_dir>/classifier/ (what export and prediction load)
 
@@ -27,7 +27,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks import classification, glue, metrics
-from bert_tf.training import distribute, finetuning
+from bert_tf.training import distribute, finetuning, handoff
 
 
 @dataclasses.dataclass
@@ -50,6 +50,9 @@ class ClassifierConfig:
   num_restarts: int = 1  # ... with this many seeds, keep the best on dev
   export_dir: str | None = None
   model_name: str | None = None
+  # Where finetuning.bert_config was read from (--bert_config_file), named in messages; default: the
+  # bert_config.json beside init_checkpoint when it is that config.
+  bert_config_file: str | None = None
 
   @property
   def output_dir(self) -> str:
@@ -71,6 +74,7 @@ class ClassifierConfig:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] text [SEP]")
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
+    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
     if self.num_restarts < 1:
       raise ValueError(f"--num_restarts={self.num_restarts}: must be >= 1")
     if any(lr <= 0 for lr in self.learning_rates):
@@ -80,7 +84,15 @@ class ClassifierConfig:
     if self.export_dir and not self.do_train and not _is_classifier_dir(self.finetuning.init_checkpoint):
       raise ValueError("--export_dir needs a trained classifier: pass --do_train, or --init_checkpoint=<a "
                        "run's output_dir>/classifier")
+    if not self.do_train and not _is_classifier_dir(self.finetuning.init_checkpoint):
+      raise ValueError(_NEEDS_CLASSIFIER)
     return task
+
+  @property
+  def config_source(self) -> str | None:
+    """The bert_config.json the BERT config came from, when known (for messages)."""
+    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
+                                                            self.finetuning.init_checkpoint)
 
   @property
   def dynamic_padding_on(self) -> bool:
@@ -96,17 +108,48 @@ def _is_classifier_dir(path: str | None) -> bool:
   return bool(path) and fileio.exists(os.path.join(path, classification.SPEC_NAME))
 
 
+_NEEDS_CLASSIFIER = ("--do_eval/--do_predict without --do_train need a fine-tuned model: "
+                     "--init_checkpoint=<a run's output_dir>/classifier")
+
+
+# -- Data -----------------------------------------------------------------------------------------------------
+
+Inputs = dict[str, glue.ReadResult]  # split -> its examples, read once
+
+
+def read_inputs(config: ClassifierConfig, task: glue.GlueTask,
+                say: Callable[[str], None] = logging.info) -> Inputs:
+  """Reads every split the flags ask for (--do_train: train; --do_eval: the dev split(s); --do_predict: the
+  test split(s)) before any work, so that a missing, unreadable or malformed file fails in seconds, naming the
+  file and line, rather than after training (glue.read_examples lists what it checks)."""
+  splits = ((("train",) if config.do_train else ()) + (task.eval_splits() if config.do_eval else ())
+            + (task.test_splits() if config.do_predict else ()))
+  inputs = {}
+  for split in splits:
+    result = glue.read_examples(task, config.data_dir, split)
+    if not result.examples:
+      raise ValueError(f"{result.path}: holds no examples; download the {task.name} task again")
+    if result.skipped:
+      say(f"{result.path}: skipped {result.skipped} malformed row(s)")
+    inputs[split] = result
+  return inputs
+
+
 # -- Features -------------------------------------------------------------------------------------------------
 
 
 def feature_file(config: ClassifierConfig, task: glue.GlueTask, split: str, tokenizer,
-                 say: Callable[[str], None] = logging.info) -> tuple[classification.FeatureFile, list]:
+                 say: Callable[[str], None] = logging.info,
+                 inputs: Inputs | None = None) -> tuple[classification.FeatureFile, list]:
   """The split's feature file, written on first use under <features_dir>/glue/<task>/ and reused after;
-  returns it and the split's examples (their guids name test predictions)."""
-  result = glue.read_examples(task, config.data_dir, split)
+  returns it and the split's examples (their guids name test predictions). The examples come from `inputs`
+  (`read_inputs`) when it holds the split, else from the file."""
+  result = inputs[split] if inputs and split in inputs else None
+  if result is None:
+    result = glue.read_examples(task, config.data_dir, split)
+    if result.skipped:
+      say(f"{result.path}: skipped {result.skipped} malformed row(s)")
   examples = result.examples
-  if result.skipped:
-    say(f"{result.path}: skipped {result.skipped} malformed row(s)")
   if split == "train" and config.max_train_examples:
     examples = examples[:config.max_train_examples]
   if not examples:
@@ -139,9 +182,9 @@ def _spec(config: ClassifierConfig, task: glue.GlueTask) -> classification.Class
 
 
 def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
-                   batch_size: int, say) -> tuple[list, np.ndarray, float]:
+                   batch_size: int, say, inputs: Inputs | None = None) -> tuple[list, np.ndarray, float]:
   """A split's examples, the model's float32 outputs on them (in order) and the seconds prediction took."""
-  info, examples = feature_file(config, task, split, tokenizer, say)
+  info, examples = feature_file(config, task, split, tokenizer, say, inputs)
   dataset = classification.classifier_dataset(
       info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
       is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
@@ -151,9 +194,9 @@ def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strateg
 
 
 def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
-              say) -> tuple[dict[str, float], np.ndarray]:
+              say, inputs: Inputs | None = None) -> tuple[dict[str, float], np.ndarray]:
   examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
-                                              config.finetuning.eval_batch_size, say)
+                                              config.finetuning.eval_batch_size, say, inputs)
   predictions, _ = classification.predictions_from_outputs(outputs, task.is_regression)
   labels = [glue.label_to_id(task, e.label) for e in examples]
   values = metrics.glue_metrics(task, predictions, np.asarray(labels))
@@ -180,9 +223,10 @@ def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]]) -
 
 
 def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
-                       say: Callable[[str], None] = logging.info) -> dict:
+                       say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> dict:
   """One run (one learning rate, one seed) into `config.output_dir`: trains (when --do_train), evaluates on
-  every dev split (when --do_eval), writes classifier/ and eval_results. Returns a summary."""
+  every dev split (when --do_eval), writes classifier/ and eval_results. Returns a summary. `inputs`: the
+  examples `read_inputs` read (else each split is read when needed)."""
   ft = config.finetuning
   output_dir = ft.output_dir
   tf.io.gfile.makedirs(output_dir)
@@ -192,7 +236,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
   keras.utils.set_random_seed(ft.seed)
   model = None
   if config.do_train:
-    info, _ = feature_file(config, task, "train", tokenizer, say)
+    info, _ = feature_file(config, task, "train", tokenizer, say, inputs)
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
         dynamic_padding=config.dynamic_padding_on, length_multiple=8 if ft.jit_compile else 1)
@@ -200,7 +244,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     run, result = finetuning.train(cls_task, ft, info.num_examples, strategy)
     seconds = time.perf_counter() - start
     if result.interrupted:
-      summary["interrupted"] = True
+      summary.update(interrupted=True, exit_code=result.exit_code)
       return summary
     model = run.model
     trained = result.step * ft.train_batch_size
@@ -217,7 +261,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
   if config.do_eval:
     results = {}
     for split in task.eval_splits():
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say)
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs)
       results[split] = values
       say(f"{task.name} {split}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
                                               if k in task.metric_names))
@@ -236,8 +280,7 @@ def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
   """A classifier to evaluate or predict with, without training: a classifier/ folder written by a run."""
   path = config.finetuning.init_checkpoint
   if not _is_classifier_dir(path):
-    raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
-                     "--init_checkpoint=<a run's output_dir>/classifier")
+    raise ValueError(_NEEDS_CLASSIFIER)
   with strategy.scope():
     model, spec, _ = classification.load_classifier(path)
   if spec.labels != task.labels:
@@ -248,12 +291,12 @@ def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
 
 
 def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
-                 say: Callable[[str], None] = logging.info) -> list[str]:
+                 say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> list[str]:
   """Test predictions: <TASK>.tsv (GLUE submission format) and test_results.tsv (probabilities) per split."""
   written = []
   for split in task.test_splits():
     examples, outputs, _ = _predict_split(model, config, task, strategy, tokenizer, split,
-                                          config.finetuning.predict_batch_size, say)
+                                          config.finetuning.predict_batch_size, say, inputs)
     predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
     if not distribute.is_chief(strategy):
       continue
@@ -273,15 +316,20 @@ def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy,
 def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | None = None,
                    say: Callable[[str], None] = logging.info) -> dict:
   """Does what the --do_* flags ask; with several learning rates or restarts, runs each into
-  <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at <output_dir>."""
+  <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at <output_dir>.
+
+  Every input is checked before any work: the flags and the vocabulary against the BERT config (`validate`),
+  then every data file the flags ask for (`read_inputs`); a bad one raises naming the file (and line).
+  """
   from bert_tf.data.tokenization import FullTokenizer
 
   task = config.validate()
+  inputs = read_inputs(config, task, say)
   strategy = strategy or config.finetuning.strategy()
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   if not config.searching:
-    summary = train_and_evaluate(config, task, strategy, tokenizer, say)
+    summary = train_and_evaluate(config, task, strategy, tokenizer, say, inputs)
     if summary.get("interrupted"):
       return summary
     best_dir = config.output_dir
@@ -295,7 +343,7 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
         say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
         run_config = dataclasses.replace(config, finetuning=dataclasses.replace(
             config.finetuning, learning_rate=lr, seed=seed, output_dir=run_dir))
-        summary = train_and_evaluate(run_config, task, strategy, tokenizer, say)
+        summary = train_and_evaluate(run_config, task, strategy, tokenizer, say, inputs)
         if summary.get("interrupted"):
           return summary
         runs.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": summary["score"],
@@ -315,7 +363,7 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
     best_dir = best["output_dir"]
   summary["best_dir"] = best_dir
   if config.do_predict:
-    summary["predictions"] = predict_test(summary["model"], config, task, strategy, tokenizer, say)
+    summary["predictions"] = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
   if config.export_dir and distribute.is_chief(strategy):
     from bert_tf.export import serving
 

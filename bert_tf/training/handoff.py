@@ -305,13 +305,13 @@ def check_vocab_fits(vocab_file: str, bert_config: BertConfig, config_source: st
   subject = f"{flag}={vocab_file}" if flag else vocab_file
   if size > want:
     fix = (f"pass the vocab.txt the model was pretrained with as {flag}, or the bert_config.json that goes with "
-           "this vocabulary" if flag else "the vocabulary and the model do not belong together")
+           "this vocabulary" if flag else "use the vocab.txt the model was trained with")
     raise ValueError(f"{subject} has {size:,} tokens but {named} says vocab_size={want:,}: ids from {want:,} up "
                      f"would index past the embedding table; {fix}")
   if size < 0.99 * want:
     beside = os.path.join(os.path.dirname(config_source), "vocab.txt") if config_source else None
     if not flag:
-      fix = "the vocabulary and the model do not belong together"
+      fix = "use the vocab.txt the model was trained with"
     elif beside and os.path.abspath(beside) != os.path.abspath(vocab_file) and fileio.exists(beside):
       fix = f"pass {flag}={beside} (beside {os.path.basename(config_source)})"
     else:
