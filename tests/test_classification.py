@@ -167,6 +167,21 @@ def test_mixed_precision_classifier_is_saved_in_float32(tmp_path, vocab_file):
   np.testing.assert_allclose(out.numpy(), tf.cast(model(x), tf.float32).numpy(), atol=0.05)
 
 
+def test_a_classifier_folder_whose_config_does_not_fit_its_weights_is_one_line(tmp_path, vocab_file):
+  directory = tmp_path / "cls"
+  model = c.BertClassifier(_config(), 2)
+  model(_inputs())
+  c.save_classifier(model, c.ClassifierSpec("toy", ("x", "y"), False, 13, True), vocab_file, str(directory))
+  values = json.loads((directory / "bert_config.json").read_text())
+  (directory / "bert_config.json").write_text(json.dumps({**values, "hidden_size": 21}))
+  with pytest.raises(ValueError) as caught:
+    c.load_classifier(str(directory))
+  assert str(caught.value) == (
+      f"{directory}/model: does not match {directory}/bert_config.json: word_embeddings/embeddings: the checkpoint "
+      f"has [{len(TOKENS)}, 18], the model needs [{len(TOKENS)}, 21]; the files of {directory} do not belong "
+      "together: use a folder written by run_classifier.py (<output_dir>/classifier/)")
+
+
 def test_task_loss_is_the_mean_cross_entropy_of_real_examples():
   task = c.ClassificationTask(_config(), 3, "unused", 13)
   x = _inputs()

@@ -451,9 +451,17 @@ def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str
   with fileio.open_file(spec_path, "rb") as f:
     values = json.loads(f.read().decode("utf-8"))
   spec = ClassifierSpec(**{**values, "labels": tuple(values["labels"])})
-  config = BertConfig.from_json_file(os.path.join(directory, "bert_config.json"))
+  from bert_tf.training import handoff
+
+  config_path = os.path.join(directory, "bert_config.json")
+  config = BertConfig.from_json_file(config_path)
   model = BertClassifier(config, spec.num_labels, dtype="float32")
   model(dict(zip(INPUT_NAMES, [tf.zeros([1, 2], tf.int32)] * 3)))
-  status = tf.train.Checkpoint(model=model).read(os.path.join(directory, _MODEL_PREFIX))
+  prefix = os.path.join(directory, _MODEL_PREFIX)
+  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+  if problem:
+    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not belong "
+                     "together: use a folder written by run_classifier.py (<output_dir>/classifier/)")
+  status = tf.train.Checkpoint(model=model).read(prefix)
   status.assert_existing_objects_matched().expect_partial()
   return model, spec, os.path.join(directory, "vocab.txt")

@@ -206,7 +206,8 @@ def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
 
 
 def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str | None:
-  """What keeps the object checkpoint at `prefix` (the encoder at `root`) from fitting `encoder`, or None:
+  """What keeps the object checkpoint at `prefix` (the encoder at `root`, e.g. "model/encoder" for a saved
+  classifier) from fitting `encoder`, or None:
   another layer count, a missing variable, or the first variable of another shape.
 
   Follows the checkpoint's object graph, as restoring does (a training checkpoint may store an encoder variable
@@ -222,9 +223,11 @@ def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str
   def child(node_id: int, name: str) -> int | None:
     return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
 
-  top = child(0, root)
-  if top is None:
-    return f"the checkpoint has no `{root}` object"
+  top = 0
+  for name in root.split("/"):
+    top = child(top, name)
+    if top is None:
+      return f"the checkpoint has no `{root}` object"
   names = [c.local_name for c in graph.nodes[top].children]
   layers = layer_count_mismatch(encoder.config.num_hidden_layers, [n + "/" for n in names], r"layer_(\d+)/")
   if layers:
