@@ -87,7 +87,7 @@ def _config():
       do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir,
       dynamic_padding=FLAGS.dynamic_padding, max_train_examples=FLAGS.max_train_examples,
       learning_rates=rates, num_restarts=FLAGS.num_restarts, export_dir=FLAGS.export_dir,
-      model_name=FLAGS.model_name)
+      model_name=FLAGS.model_name, bert_config_file=FLAGS.bert_config_file)
 
 
 def main(argv):

@@ -301,7 +301,7 @@ def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrai
 
   dataclasses.replace(bert_config, hidden_size=21).to_json_file(str(tmp_path / "wide.json"))
   line = _one_error_line(_run_script(tmp_path, *common, "--bert_config_file=wide.json"))
-  assert line == ("error: model/encoder_checkpoint/encoder: does not match this encoder's BERT config "
-                  "(--bert_config_file): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
+  assert line == ("error: model/encoder_checkpoint/encoder: does not match this encoder's bert_config.json "
+                  "(wide.json): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
                   "[17, 21]; pass the bert_config.json the checkpoint was trained with (probably "
                   "model/bert_config.json, beside it)"), line

@@ -189,7 +189,7 @@ def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strateg
       info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
       is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
   start = time.perf_counter()
-  outputs = finetuning.predict(model, dataset, strategy)
+  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}")
   return examples, outputs, time.perf_counter() - start
 
 
@@ -241,7 +241,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
         dynamic_padding=config.dynamic_padding_on, length_multiple=8 if ft.jit_compile else 1)
     start = time.perf_counter()
-    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy)
+    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source)
     seconds = time.perf_counter() - start
     if result.interrupted:
       summary.update(interrupted=True, exit_code=result.exit_code)

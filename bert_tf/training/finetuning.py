@@ -79,13 +79,14 @@ class FinetuningConfig:
 # -- The pretrained encoder -----------------------------------------------------------------------------------
 
 
-def init_encoder(encoder, path: str) -> str:
+def init_encoder(encoder, path: str, config_source: str | None = None) -> str:
   """Loads pretrained weights into `encoder` from any form users have; returns a description of the source.
 
   Accepts what `handoff.resolve_checkpoint` does (a pretraining checkpoint or output dir, encoder_checkpoint/,
   encoder_savedmodel/, a directory written by scripts/convert_checkpoint.py), and also, converted in memory:
   a google-research (TF1) checkpoint such as `uncased_L-12_H-768_A-12/bert_model.ckpt`, and a Hugging Face
-  BERT directory (config.json with model.safetensors or pytorch_model.bin).
+  BERT directory (config.json with model.safetensors or pytorch_model.bin). `config_source`, the
+  bert_config.json the encoder was built from, is named when the weights do not fit it.
   """
   from bert_tf.model import convert
 
@@ -93,7 +94,8 @@ def init_encoder(encoder, path: str) -> str:
   if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")) and not \
       tf.io.gfile.exists(os.path.join(path, handoff.CONFIG_NAME)):
     weights, _ = convert.hf_to_tf1_names(convert.read_hf_state(path))
-    convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=path)
+    convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=path,
+                            config_source=config_source)
     return f"{path} (Hugging Face, converted in memory)"
   try:
     prefix = handoff.resolve_checkpoint(path)
@@ -106,9 +108,10 @@ def init_encoder(encoder, path: str) -> str:
     names = [name for name, _ in tf.train.list_variables(prefix)]
     if any(n.startswith("bert/") for n in names):
       weights = convert.read_tf1_checkpoint(prefix)
-      convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=prefix)
+      convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=prefix,
+                              config_source=config_source)
       return f"{prefix} (google-research checkpoint, converted in memory)"
-  return handoff.restore_encoder(encoder, path)
+  return handoff.restore_encoder(encoder, path, config_source=config_source)
 
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
@@ -135,7 +138,8 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
 
 def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
           strategy: tf.distribute.Strategy, encoder_of: Callable = lambda model: model.encoder,
-          output_dir: str | None = None) -> tuple[trainer.Trainer, trainer.TrainResult]:
+          output_dir: str | None = None, config_source: str | None = None
+          ) -> tuple[trainer.Trainer, trainer.TrainResult]:
   """Trains `task` for `num_train_epochs` over `num_train_examples`, starting the encoder from
   `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume."""
   output_dir = output_dir or config.output_dir
@@ -153,7 +157,7 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
       trainer_config)
   if run.checkpointer.latest() is None:
     if config.init_checkpoint:
-      source = init_encoder(encoder_of(run.model), config.init_checkpoint)
+      source = init_encoder(encoder_of(run.model), config.init_checkpoint, config_source)
       logging.info("initialised the encoder from %s", source)
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights (not BERT fine-tuning)")
