@@ -1,0 +1,669 @@
+r"""Benchmark: kill a training run with SIGKILL at random moments, rerun it, and check the weights bit for bit.
+
+Why: docs/pretraining.md promises that rerunning a killed command resumes it to the very weights of an
+uninterrupted run, and that every output is written under a temporary name and renamed into place. A test kills
+a run at one chosen step; a user's machine dies at any moment - during start-up, inside a checkpoint write, while
+the encoder or the classifier is exported. This harness kills at moments drawn uniformly over the whole run.
+
+For each workload (`--workloads`):
+
+  pretraining   scripts/run_pretraining.py --deterministic, a checkpoint every --save_checkpoints_steps
+  finetuning    scripts/run_classifier.py --do_train --do_eval on an SST-2-format task made from the corpus,
+                from the pretraining reference's encoder (--init_checkpoint), a checkpoint every few steps,
+                --deterministic where the script has the flag
+
+it runs the command once uninterrupted (the reference, timed: W seconds) and once more (the control: are two
+uninterrupted runs bit-identical at all?), then, --kills times: in a fresh output directory, starts the command,
+sleeps uniform(0, 1.1 W), kills its process group with SIGKILL, notes what was on disk (no checkpoint yet, the
+newest complete checkpoint, the final one, or the run had already ended), reruns the same command to the end,
+and compares
+
+  pretraining   every variable of <output_dir>/encoder_checkpoint/encoder and of encoder_savedmodel/'s
+                variables, and the model and optimizer variables of the final training checkpoint
+  finetuning    every variable of <output_dir>/classifier/model, and the model and optimizer variables of the
+                final training checkpoint
+
+with the reference's, bit for bit (training checkpoints: iterator state and save_counter left out, as in
+tests/test_run_pretraining.py - a resumed run saves a different number of times). Since a deterministic command
+that starts over also ends with the reference's weights, it checks too that the rerun resumed: every loop logs
+its step, so a rerun that went on from the killed run's newest checkpoint k logs no step <= k. It then looks for
+temporary files left in the trial's directory: TensorFlow's `ckpt-*_temp/`, `*.tempstate*` and `checkpoint.tmp*`,
+bert_tf's hidden `.<name>.tmp-*` (fileio.temp_path_for), any other hidden name, and `*.lock` files.
+
+The commands run as a user runs them: `python scripts/<script>.py` as their own process (a new session, so the
+kill takes the whole group), with the work directory as the current directory and relative paths in every flag.
+
+  python bench/bench_kill_resume.py                                    # 20 kills of each workload
+  python bench/bench_kill_resume.py --kills=2 --workloads=pretraining  # a quick look
+  python bench/bench_kill_resume.py --json=out/kill_resume.json        # also write every trial
+
+Set-up (once per --work_dir, reused after): the embedded corpus, a WordPiece vocabulary learnt from it
+(scripts/learn_vocab.py), pretraining records of length 64 (scripts/create_pretraining_data.py), a tiny
+bert_config.json (L2/H64/A2, I128) and the SST-2-format task (is a sentence from the string-methods or
+format-strings document, or from the debugger or mappings one; corpus.document_classification_split).
+
+Prints a JSON report and a markdown table per workload: trials, reruns that finished, finished runs with
+bit-identical weights, trials with leftover temporaries, failed reruns (with the last line of their output),
+reruns that resumed among those whose killed run left a checkpoint, and what was on disk at the kills. Exits 1
+when a rerun failed, started over, or ended with other weights; 0 otherwise (leftovers are reported, not fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO, "scripts")
+WORKLOADS = ("pretraining", "finetuning")
+
+# The set-up's files, relative to --work_dir (the commands' current directory).
+DATA = "data"
+CORPUS = os.path.join(DATA, "corpus.txt")
+VOCAB = os.path.join(DATA, "vocab.txt")
+RECORDS = os.path.join(DATA, "pretrain.tfrecord")
+BERT_CONFIG = os.path.join(DATA, "bert_config.json")
+TASK_DIR = os.path.join(DATA, "SST-2")
+MAX_SEQ_LENGTH = 64
+MAX_PREDICTIONS = 10
+# The fine-tuning task: sentences of these documents are label 1, of the other two label 0.
+POSITIVE_TOPICS = ("string-methods", "formatstrings")
+
+# Names of temporaries: TensorFlow's checkpoint shards (`ckpt-5_temp/`, SavedModel `variables_temp/`), its
+# bundle and state files written before a rename (`*.tempstate<n>`, `checkpoint.tmp<hex>`), bert_tf's
+# `.<name>.tmp-<hex>` and any other hidden name, and lock files.
+_TEMPORARY = re.compile(r"(_temp$|\.tmp|tmp-|tempstate|\.lock$|^lock$|^\.)")
+# The harness's own files in a trial directory: not the commands' outputs.
+_OWN_FILES = ("kill.log", "rerun.log", "run.log")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--kills", type=int, default=20, help="Killed-and-rerun trials per workload.")
+  p.add_argument("--seed", type=int, default=0, help="Seed of the kill times.")
+  p.add_argument("--work_dir", default=os.path.join("out", "bench_kill_resume"),
+                 help="Set-up files, references and trials; the commands' current directory.")
+  p.add_argument("--workloads", default=",".join(WORKLOADS), help="Comma-separated, from " + ",".join(WORKLOADS))
+  p.add_argument("--json", default=None, help="Also write the report (every trial) here.")
+  p.add_argument("--no_control", action="store_true",
+                 help="Skip the second uninterrupted run that checks the command itself is reproducible.")
+  p.add_argument("--keep_trials", action="store_true",
+                 help="Keep every trial's directory (default: only those with a finding).")
+  p.add_argument("--kill_window", type=float, default=1.1,
+                 help="Kill times are uniform in [0, this x the reference's wall time].")
+  # Sizes: a pretraining run of about 30 s and a fine-tuning run of about 25 s on 2 shared cores.
+  p.add_argument("--pretrain_steps", type=int, default=600)
+  p.add_argument("--pretrain_checkpoint_steps", type=int, default=10)
+  p.add_argument("--finetune_epochs", type=float, default=4.0)
+  p.add_argument("--finetune_checkpoint_steps", type=int, default=5)
+  p.add_argument("--rerun_timeout", type=float, default=600.0, help="Seconds before a rerun counts as hung.")
+  args = p.parse_args(argv)
+  args.workloads = [w for w in args.workloads.split(",") if w]
+  unknown = sorted(set(args.workloads) - set(WORKLOADS))
+  if unknown:
+    p.error(f"--workloads: unknown {unknown}; choose from {','.join(WORKLOADS)}")
+  if args.kills < 0:
+    p.error(f"--kills={args.kills}: must be >= 0")
+  return args
+
+
+# -- Set-up -------------------------------------------------------------------------------------------------------
+
+
+def _run_script(script: str, flags: list[str], work_dir: str, log_path: str) -> None:
+  """Runs a set-up script to the end in `work_dir`; raises with its output's tail when it fails."""
+  with open(os.path.join(work_dir, log_path), "w") as log:
+    done = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *flags], cwd=work_dir, stdout=log,
+                          stderr=subprocess.STDOUT, check=False)
+  if done.returncode != 0:
+    raise RuntimeError(f"{script} exited {done.returncode}; see {os.path.join(work_dir, log_path)}:\n"
+                       + _tail(os.path.join(work_dir, log_path), 20))
+
+
+def _write_task(work_dir: str) -> dict:
+  """SST-2-format train.tsv / dev.tsv (header `sentence<TAB>label`) from the corpus' document task."""
+  from bert_tf.data import corpus
+
+  train, dev = corpus.document_classification_split()
+  os.makedirs(os.path.join(work_dir, TASK_DIR), exist_ok=True)
+  counts = {}
+  for split, pairs in (("train", train), ("dev", dev)):
+    rows = ["sentence\tlabel"]
+    for text, topic in pairs:
+      rows.append(f"{' '.join(text.split())}\t{int(topic in POSITIVE_TOPICS)}")
+    with open(os.path.join(work_dir, TASK_DIR, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(rows) + "\n")
+    counts[split] = len(pairs)
+  return counts
+
+
+def set_up(work_dir: str, say) -> dict:
+  """Writes what both workloads read under <work_dir>/data/, skipping what a previous run left complete."""
+  from bert_tf.config import BertConfig
+  from bert_tf.data import corpus
+
+  os.makedirs(os.path.join(work_dir, DATA), exist_ok=True)
+  if not os.path.exists(os.path.join(work_dir, CORPUS)):
+    corpus.write_default_corpus(os.path.join(work_dir, CORPUS))
+  if not os.path.exists(os.path.join(work_dir, VOCAB)):
+    say("set-up: learning the vocabulary")
+    _run_script("learn_vocab.py", [f"--input_file={CORPUS}", f"--vocab_file={VOCAB}", "--vocab_size=2000"],
+                work_dir, os.path.join(DATA, "learn_vocab.log"))
+  if not os.path.exists(os.path.join(work_dir, RECORDS)):
+    say("set-up: creating pretraining records")
+    _run_script("create_pretraining_data.py", [
+        f"--input_file={CORPUS}", f"--output_file={RECORDS}", f"--vocab_file={VOCAB}",
+        f"--max_seq_length={MAX_SEQ_LENGTH}", f"--max_predictions_per_seq={MAX_PREDICTIONS}", "--dupe_factor=2"],
+        work_dir, os.path.join(DATA, "create_pretraining_data.log"))
+  with open(os.path.join(work_dir, VOCAB), encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  BertConfig.from_preset("tiny", vocab_size=vocab_size, hidden_size=64, num_attention_heads=2,
+                         intermediate_size=128, max_position_embeddings=MAX_SEQ_LENGTH).to_json_file(
+                             os.path.join(work_dir, BERT_CONFIG))
+  examples = _write_task(work_dir)
+  with open(os.path.join(work_dir, RECORDS + ".stats.json")) as f:
+    instances = json.load(f).get("instances")
+  return {"vocab_size": vocab_size, "pretraining_instances": instances, "task_examples": examples}
+
+
+# -- Commands -----------------------------------------------------------------------------------------------------
+
+
+def pretraining_command(args: argparse.Namespace, output_dir: str) -> list[str]:
+  return [sys.executable, os.path.join(SCRIPTS, "run_pretraining.py"), f"--input_file={RECORDS}",
+          f"--output_dir={output_dir}", f"--bert_config_file={BERT_CONFIG}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+          f"--max_predictions_per_seq={MAX_PREDICTIONS}", "--train_batch_size=32", "--learning_rate=1e-3",
+          f"--num_train_steps={args.pretrain_steps}", f"--num_warmup_steps={args.pretrain_steps // 5}",
+          f"--save_checkpoints_steps={args.pretrain_checkpoint_steps}",
+          f"--steps_per_loop={args.pretrain_checkpoint_steps}", f"--log_steps={args.pretrain_checkpoint_steps}",
+          "--keep_checkpoint_max=3", "--distribution_strategy=one_device", "--deterministic", "--seed=7"]
+
+
+def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoint: str) -> list[str]:
+  # --features_dir inside the trial: each run writes its features, so kills also fall on that write.
+  features_dir = os.path.join(os.path.dirname(output_dir), "features")
+  return [sys.executable, os.path.join(SCRIPTS, "run_classifier.py"), "--task_name=SST-2",
+          f"--data_dir={TASK_DIR}", f"--vocab_file={VOCAB}", f"--bert_config_file={BERT_CONFIG}",
+          f"--init_checkpoint={init_checkpoint}", f"--output_dir={output_dir}", f"--features_dir={features_dir}",
+          "--do_train", "--do_eval", f"--max_seq_length={MAX_SEQ_LENGTH}", "--train_batch_size=32",
+          "--learning_rate=2e-4", f"--num_train_epochs={args.finetune_epochs}",
+          f"--save_checkpoints_steps={args.finetune_checkpoint_steps}",
+          f"--steps_per_loop={args.finetune_checkpoint_steps}", f"--log_steps={args.finetune_checkpoint_steps}",
+          "--distribution_strategy=one_device", "--seed=7"] + (
+              ["--deterministic"] if classifier_has_deterministic_flag() else [])
+
+
+def classifier_has_deterministic_flag() -> bool:
+  """run_classifier.py gained --deterministic (op determinism) late; older trees train without it."""
+  with open(os.path.join(SCRIPTS, "run_classifier.py"), encoding="utf-8") as f:
+    return 'DEFINE_bool("deterministic"' in f.read()
+
+
+def _env() -> dict[str, str]:
+  env = dict(os.environ)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  env["PYTHONUNBUFFERED"] = "1"
+  return env
+
+
+def _start(command: list[str], work_dir: str, log_path: str) -> tuple[subprocess.Popen, Any]:
+  log = open(os.path.join(work_dir, log_path), "w")
+  process = subprocess.Popen(command, cwd=work_dir, stdout=log, stderr=subprocess.STDOUT, env=_env(),
+                             start_new_session=True)
+  return process, log
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+  try:
+    os.killpg(process.pid, signal.SIGKILL)  # start_new_session: the group's id is the child's pid
+  except ProcessLookupError:
+    pass
+
+
+def run_to_end(command: list[str], work_dir: str, log_path: str, timeout: float) -> dict:
+  """Runs `command` to its end -> {"rc", "seconds", "last_line"}; a run past `timeout` is killed (rc None)."""
+  started = time.monotonic()
+  process, log = _start(command, work_dir, log_path)
+  try:
+    rc = process.wait(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    _kill_group(process)
+    process.wait()
+    rc = None
+  finally:
+    log.close()
+  seconds = time.monotonic() - started
+  return {"rc": rc, "seconds": round(seconds, 2), "last_line": _last_line(os.path.join(work_dir, log_path))}
+
+
+def _tail(path: str, lines: int) -> str:
+  try:
+    with open(path, errors="replace") as f:
+      return "".join(f.readlines()[-lines:])
+  except OSError:
+    return ""
+
+
+def _last_line(path: str) -> str:
+  text = [line.strip() for line in _tail(path, 40).splitlines() if line.strip()]
+  return text[-1][-300:] if text else ""
+
+
+def _log_facts(path: str) -> dict:
+  """What a run's log says: the first and last step logged, the step it resumed at (when it says so) and its
+  warnings (`HH:MM:SS warning: ...` lines, or absl's `W... file.py:N] ...`: a lock taken over, temporaries
+  removed, a checkpoint skipped), each shortened to 240 characters."""
+  facts: dict[str, Any] = {}
+  try:
+    with open(path, errors="replace") as f:
+      text = f.read()
+  except OSError:
+    return facts
+  steps = re.findall(r"step (\d+)/(\d+)", text)
+  if steps:
+    facts["first_logged_step"] = int(steps[0][0])
+    facts["last_logged_step"] = int(steps[-1][0])
+  resumed = re.search(r"resuming at step (\d+)", text)
+  if resumed:
+    facts["resumed_at_step"] = int(resumed.group(1))
+  warnings = [m.group(1) or m.group(2) for m in re.finditer(
+      r"^(?:\d\d:\d\d:\d\d warning: (.*)|W\d{4} [^\]]*\] (.*))$", text, re.MULTILINE)]
+  if warnings:
+    facts["warnings"] = [w if len(w) <= 240 else f"{w[:150]} ... {w[-85:]}" for w in warnings[:8]]
+  return facts
+
+
+# -- What is on disk ------------------------------------------------------------------------------------------------
+
+
+def find_temporaries(directory: str) -> list[str]:
+  """Temporary files and folders under `directory` (paths relative to it); a matching folder is not entered."""
+  found = []
+  for root, dirs, files in os.walk(directory):
+    rel = os.path.relpath(root, directory)
+    for name in sorted(dirs):
+      if _TEMPORARY.search(name):
+        found.append(os.path.normpath(os.path.join(rel, name)) + "/")
+    dirs[:] = sorted(d for d in dirs if not _TEMPORARY.search(d))
+    for name in sorted(files):
+      if _TEMPORARY.search(name) and not (rel == "." and name in _OWN_FILES):
+        found.append(os.path.normpath(os.path.join(rel, name)))
+  return found
+
+
+def _checkpoint_steps(output_dir: str) -> list[int]:
+  """Steps of the complete training checkpoints (`ckpt-<step>.index` present) in <output_dir>/checkpoints."""
+  try:
+    names = os.listdir(os.path.join(output_dir, "checkpoints"))
+  except OSError:
+    return []
+  return sorted(int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", n) for n in names) if m)
+
+
+def _listed_checkpoint_steps(output_dir: str) -> list[int]:
+  """Steps of the checkpoints that <output_dir>/checkpoints/checkpoint (TensorFlow's state file, rewritten
+  atomically after each save) lists and whose `.index` exists: what a rerun can resume from."""
+  try:
+    with open(os.path.join(output_dir, "checkpoints", "checkpoint"), encoding="utf-8") as f:
+      listed = re.findall(r'checkpoint_paths?: "([^"]*)"', f.read())
+  except OSError:
+    return []
+  complete = set(_checkpoint_steps(output_dir))
+  steps = {int(m.group(1)) for m in (re.search(r"ckpt-(\d+)$", path) for path in listed) if m}
+  return sorted(steps & complete)
+
+
+def state_at_kill(output_dir: str, final_step: int, final_outputs: Sequence[str]) -> dict:
+  """Where a killed run stood, by its files: before its first checkpoint, mid-training (newest checkpoint
+  before the last step), or after the final checkpoint (writing the encoder / classifier, evaluating).
+  `newest_checkpoint_step` is the newest one the state file lists (the rerun's starting point);
+  `newest_index_step` the newest `.index` on disk, later when the kill fell between the two writes."""
+  listed = _listed_checkpoint_steps(output_dir)
+  indexes = _checkpoint_steps(output_dir)
+  present = [name for name in final_outputs if os.path.exists(os.path.join(output_dir, name))]
+  if not listed:
+    state = "before first checkpoint"
+  elif listed[-1] < final_step:
+    state = "mid-training"
+  else:
+    state = "after final checkpoint"
+  return {"state": state, "newest_checkpoint_step": listed[-1] if listed else None,
+          "newest_index_step": indexes[-1] if indexes else None, "final_outputs_present": present}
+
+
+# -- Comparing weights --------------------------------------------------------------------------------------------
+
+
+def _checkpoint_tensors(prefix: str, training: bool) -> dict[str, Any]:
+  """Every variable of a checkpoint; for a training checkpoint only model and optimizer variables (not the
+  serialized input iterator, the save counter or the object graph)."""
+  import tensorflow as tf
+
+  reader = tf.train.load_checkpoint(prefix)
+  names = [n for n in reader.get_variable_to_shape_map() if n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+  if training:
+    names = [n for n in names if n.endswith("VARIABLE_VALUE") and not n.startswith(("iterator", "save_counter"))]
+  return {n: reader.get_tensor(n) for n in names}
+
+
+def weight_files(workload: str, output_dir: str) -> dict[str, tuple[str, bool]]:
+  """The checkpoints compared for `workload`: {label: (prefix, is_training_checkpoint)}."""
+  steps = _checkpoint_steps(output_dir)
+  files = {}
+  if workload == "pretraining":
+    files["encoder_checkpoint"] = (os.path.join(output_dir, "encoder_checkpoint", "encoder"), False)
+    files["encoder_savedmodel"] = (os.path.join(output_dir, "encoder_savedmodel", "variables", "variables"), False)
+  else:
+    files["classifier"] = (os.path.join(output_dir, "classifier", "model"), False)
+  if steps:
+    files[f"checkpoints/ckpt-{steps[-1]}"] = (os.path.join(output_dir, "checkpoints", f"ckpt-{steps[-1]}"), True)
+  return files
+
+
+def read_weights(workload: str, output_dir: str) -> dict[str, dict[str, Any]]:
+  """{label: {variable: array}} of `weight_files`; a checkpoint that cannot be read maps to an error string."""
+  out: dict[str, Any] = {}
+  for label, (prefix, training) in weight_files(workload, output_dir).items():
+    try:
+      out[label] = _checkpoint_tensors(prefix, training)
+    except Exception as e:  # pylint: disable=broad-except  # a missing or corrupt output is a finding
+      out[label] = f"unreadable: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+  return out
+
+
+def compare(reference: dict[str, Any], trial: dict[str, Any]) -> dict:
+  """-> {"identical": bool, "differences": [...]} comparing bit for bit (bytes of each array)."""
+  differences = []
+  for label in sorted(set(reference) | set(trial)):
+    ref, got = reference.get(label), trial.get(label)
+    if ref is None or got is None:
+      differences.append(f"{label}: only in the {'reference' if got is None else 'trial'}")
+      continue
+    if isinstance(ref, str) or isinstance(got, str):
+      differences.append(f"{label}: reference {ref if isinstance(ref, str) else 'ok'}, trial "
+                         f"{got if isinstance(got, str) else 'ok'}")
+      continue
+    if set(ref) != set(got):
+      differences.append(f"{label}: variables differ ({len(set(ref) ^ set(got))} names in one only)")
+    differing = [n for n in sorted(set(ref) & set(got)) if not _same_bits(ref[n], got[n])]
+    if differing:
+      worst = max(differing, key=lambda n: _max_abs_diff(ref[n], got[n]))
+      differences.append(f"{label}: {len(differing)} of {len(ref)} variables differ (largest |diff| "
+                         f"{_max_abs_diff(ref[worst], got[worst]):.3g} in {worst})")
+  return {"identical": not differences, "differences": differences}
+
+
+def _same_bits(a, b) -> bool:
+  return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _max_abs_diff(a, b) -> float:
+  import numpy as np
+
+  if a.shape != b.shape or not np.issubdtype(a.dtype, np.number):
+    return float("inf")
+  return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0))
+
+
+# -- One workload -------------------------------------------------------------------------------------------------
+
+
+class Workload:
+  """A command to kill and rerun, its final step and the outputs a finished run has."""
+
+  def __init__(self, name: str, args: argparse.Namespace, work_dir: str, init_checkpoint: str | None = None,
+               num_train_examples: int = 0):
+    self.name, self.args, self.work_dir, self.init_checkpoint = name, args, work_dir, init_checkpoint
+    if name == "pretraining":
+      self.final_step = args.pretrain_steps
+      self.final_outputs = ("encoder_checkpoint", "encoder_savedmodel")
+    else:  # FinetuningConfig.train_steps: int(examples / batch * epochs)
+      self.final_step = max(1, int(num_train_examples / 32 * args.finetune_epochs))
+      self.final_outputs = ("classifier", "eval_results.json")
+
+  def command(self, trial_dir: str) -> list[str]:
+    output_dir = os.path.join(trial_dir, "out")
+    if self.name == "pretraining":
+      return pretraining_command(self.args, output_dir)
+    return finetuning_command(self.args, output_dir, self.init_checkpoint)
+
+  def fresh(self, trial_dir: str) -> None:
+    path = os.path.join(self.work_dir, trial_dir)
+    if os.path.exists(path):
+      shutil.rmtree(path)
+    os.makedirs(path)
+
+  def uninterrupted(self, trial_dir: str) -> dict:
+    self.fresh(trial_dir)
+    result = run_to_end(self.command(trial_dir), self.work_dir, os.path.join(trial_dir, "run.log"),
+                        self.args.rerun_timeout)
+    result["leftovers"] = find_temporaries(os.path.join(self.work_dir, trial_dir))
+    if result["rc"] != 0:
+      raise RuntimeError(f"{self.name}: the uninterrupted run in {os.path.join(self.work_dir, trial_dir)} exited "
+                         f"{result['rc']}: {result['last_line']}")
+    return result
+
+  def trial(self, trial_dir: str, kill_after: float, reference: dict) -> dict:
+    """Start, SIGKILL after `kill_after` s, note the state, rerun to the end, compare with `reference`."""
+    self.fresh(trial_dir)
+    work, out = self.work_dir, os.path.join(self.work_dir, trial_dir, "out")
+    record: dict[str, Any] = {"trial_dir": trial_dir, "kill_after_s": round(kill_after, 2)}
+    started = time.monotonic()
+    process, log = _start(self.command(trial_dir), work, os.path.join(trial_dir, "kill.log"))
+    try:
+      rc = process.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+      rc = None
+    if rc is None:
+      _kill_group(process)
+      rc = process.wait()
+      record["killed"] = True
+    else:
+      record["killed"] = False
+    log.close()
+    record["first_run_s"] = round(time.monotonic() - started, 2)
+    record["first_run_rc"] = rc
+    at_kill = state_at_kill(out, self.final_step, self.final_outputs)
+    if not record["killed"]:
+      at_kill["state"] = "ended before kill" if rc == 0 else f"failed before kill (exit {rc})"
+    record.update(at_kill)
+    record.update({f"first_run_{k}": v for k, v in _log_facts(os.path.join(work, trial_dir, "kill.log")).items()})
+    record["temporaries_at_kill"] = find_temporaries(os.path.join(work, trial_dir))
+
+    rerun = run_to_end(self.command(trial_dir), work, os.path.join(trial_dir, "rerun.log"), self.args.rerun_timeout)
+    record["rerun_rc"] = rerun["rc"]
+    record["rerun_s"] = rerun["seconds"]
+    record.update({f"rerun_{k}": v for k, v in _log_facts(os.path.join(work, trial_dir, "rerun.log")).items()})
+    record["resumed"] = resumed(record, self.final_step)
+    record["finished"] = rerun["rc"] == 0
+    if not record["finished"]:
+      record["rerun_error"] = rerun["last_line"] if rerun["rc"] is not None else "timed out"
+    record["leftovers"] = find_temporaries(os.path.join(work, trial_dir))
+    if record["finished"]:
+      record.update(compare(reference, read_weights(self.name, out)))
+    else:
+      record["identical"] = None
+    return record
+
+
+def resumed(record: dict, final_step: int) -> bool | None:
+  """Whether the rerun went on from the newest checkpoint the killed run left (None: there was none).
+
+  Every loop logs a step (--log_steps = --steps_per_loop = --save_checkpoints_steps), so a rerun that resumes
+  from checkpoint k logs no step <= k - and none at all when k is the last step; one that logs a step <= k
+  started over (ending with the same weights all the same, since the command is deterministic)."""
+  k = record["newest_checkpoint_step"]
+  if k is None:
+    return None
+  first = record.get("rerun_first_logged_step")
+  if first is None:
+    return record.get("rerun_rc") == 0 and k >= final_step
+  return first > k
+
+
+def run_workload(workload: Workload, args: argparse.Namespace, rng: random.Random, say) -> dict:
+  name = workload.name
+  say(f"== {name}: reference run")
+  reference_run = workload.uninterrupted(os.path.join(name, "reference"))
+  wall = reference_run["seconds"]
+  reference = read_weights(name, os.path.join(workload.work_dir, name, "reference", "out"))
+  say(f"{name}: reference {wall:.1f} s, {sum(len(v) for v in reference.values() if isinstance(v, dict))} "
+      f"variables in {', '.join(reference)}; leftovers {reference_run['leftovers'] or 'none'}")
+  result: dict[str, Any] = {"command": " ".join(workload.command(os.path.join(name, "trial-NN"))[1:]),
+                            "final_step": workload.final_step, "reference": reference_run}
+  if not args.no_control:
+    say(f"== {name}: control run (uninterrupted again)")
+    control_dir = os.path.join(name, "control")
+    control = workload.uninterrupted(control_dir)
+    control.update(compare(reference, read_weights(name, os.path.join(workload.work_dir, control_dir, "out"))))
+    result["control"] = control
+    say(f"{name}: control {control['seconds']:.1f} s, bit-identical to the reference: {control['identical']}"
+        + ("" if control["identical"] else f" ({'; '.join(control['differences'])})"))
+    if control["identical"] and not control["leftovers"] and not args.keep_trials:
+      shutil.rmtree(os.path.join(workload.work_dir, control_dir))
+  trials = []
+  for k in range(args.kills):
+    kill_after = rng.uniform(0, args.kill_window * wall)
+    trial_dir = os.path.join(name, f"trial-{k:02d}")
+    record = workload.trial(trial_dir, kill_after, reference)
+    trials.append(record)
+    verdict = ("identical" if record["identical"] else "DIFFERENT" if record["finished"]
+               else f"RERUN FAILED ({record['rerun_error']})")
+    how = {None: "", True: "resumed, ", False: "STARTED OVER, "}[record["resumed"]]
+    say(f"{name} {k + 1}/{args.kills}: killed at {kill_after:.1f} s ({record['state']}, newest checkpoint "
+        f"{record['newest_checkpoint_step']}, temporaries {len(record['temporaries_at_kill'])}); rerun "
+        f"{record['rerun_s']:.1f} s, {how}first step logged {record.get('rerun_first_logged_step', '-')}: "
+        f"{verdict}; leftovers {record['leftovers'] or 'none'}")
+    if not record["identical"]:
+      for line in record.get("differences", []):
+        say(f"    {line}")
+    finding = not record["identical"] or record["leftovers"] or record["resumed"] is False
+    if not finding and not args.keep_trials:
+      shutil.rmtree(os.path.join(workload.work_dir, trial_dir))
+  result["trials"] = trials
+  result["summary"] = summarize(trials)
+  return result
+
+
+def _kinds(texts) -> dict[str, int]:
+  """Counts of `texts` with numbers and hex names replaced by <n> / <hex> (ckpt-<n>_temp/, .x.tmp-<hex>)."""
+  counts: dict[str, int] = {}
+  for text in texts:
+    kind = re.sub(r"\d+", "<n>", re.sub(r"[0-9a-f]{8,}", "<hex>", text))
+    counts[kind] = counts.get(kind, 0) + 1
+  return counts
+
+
+def summarize(trials: list[dict]) -> dict:
+  states: dict[str, int] = {}
+  for t in trials:
+    key = t["state"] if not t["state"].startswith("failed") else "failed before kill"
+    states[key] = states.get(key, 0) + 1
+  return {
+      "trials": len(trials),
+      "finished": sum(t["finished"] for t in trials),
+      "bit_identical": sum(bool(t["identical"]) for t in trials),
+      "with_leftovers": sum(bool(t["leftovers"]) for t in trials),
+      "reruns_failed": sum(not t["finished"] for t in trials),
+      "with_checkpoint_at_kill": sum(t["resumed"] is not None for t in trials),
+      "resumed": sum(t["resumed"] is True for t in trials),
+      "started_over": sum(t["resumed"] is False for t in trials),
+      "states_at_kill": states,
+      "leftover_kinds": _kinds(path for t in trials for path in t["leftovers"]),
+      "rerun_errors": sorted({t["rerun_error"] for t in trials if not t["finished"]}),
+      "reruns_taking_over_a_lock": sum(any("lock" in w for w in t.get("rerun_warnings", [])) for t in trials),
+      "rerun_warning_kinds": _kinds(w[:60] for t in trials for w in t.get("rerun_warnings", [])),
+  }
+
+
+def markdown(report: dict) -> str:
+  lines = ["| workload | reference s | control identical | trials | finished | bit-identical | with leftovers | "
+           "reruns failed | resumed / had a checkpoint | states at kill |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for name, w in report["workloads"].items():
+    s = w["summary"]
+    control = w.get("control", {}).get("identical", "-")
+    states = ", ".join(f"{k} {v}" for k, v in s["states_at_kill"].items())
+    lines.append(f"| {name} | {w['reference']['seconds']:.1f} | {control} | {s['trials']} | {s['finished']} | "
+                 f"{s['bit_identical']} | {s['with_leftovers']} | {s['reruns_failed']} | "
+                 f"{s['resumed']} / {s['with_checkpoint_at_kill']} | {states} |")
+  for name, w in report["workloads"].items():
+    s = w["summary"]
+    if s["leftover_kinds"]:
+      lines.append(f"\n{name} leftovers (trials): " + ", ".join(f"`{k}` ({v})" for k, v in s["leftover_kinds"].items()))
+    if s["rerun_warning_kinds"]:
+      lines.append(f"\n{name} reruns' warnings (trials): " + ", ".join(
+          f"`{k}...` ({v})" for k, v in s["rerun_warning_kinds"].items()))
+    if s["rerun_errors"]:
+      lines.append(f"\n{name} rerun errors: " + "; ".join(f"`{e}`" for e in s["rerun_errors"]))
+    over = [t for t in w["trials"] if t["resumed"] is False]
+    if over:
+      lines.append(f"\n{name} reruns that started over instead of resuming: " + "; ".join(
+          f"{t['trial_dir']} (checkpoint {t['newest_checkpoint_step']} on disk, first step logged "
+          f"{t.get('rerun_first_logged_step')})" for t in over))
+    different = [t for t in w["trials"] if t["finished"] and not t["identical"]]
+    if different:
+      lines.append(f"\n{name} trials with different weights: " + "; ".join(
+          f"{t['trial_dir']} (killed at {t['kill_after_s']} s, {t['state']}): {' / '.join(t['differences'])}"
+          for t in different))
+  return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = parse_args(argv)
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process reads checkpoints with TensorFlow
+  work_dir = os.path.abspath(args.work_dir)
+  started = time.monotonic()
+
+  def say(line: str) -> None:
+    print(f"[{time.monotonic() - started:7.1f} s] {line}", flush=True)
+
+  loadavg_before = [round(x, 2) for x in os.getloadavg()]
+  say(f"work dir {work_dir}; load average {loadavg_before}; {os.cpu_count()} cores")
+  setup = set_up(work_dir, say)
+  say(f"set-up: {setup}")
+  rng = random.Random(args.seed)
+  report: dict[str, Any] = {
+      "date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], "work_dir": work_dir,
+      "setup": setup, "machine": {"cores": os.cpu_count(), "loadavg_before": loadavg_before}, "workloads": {}}
+  pretraining = Workload("pretraining", args, work_dir)
+  init_checkpoint = os.path.join("pretraining", "reference", "out")
+  if "pretraining" in args.workloads:
+    report["workloads"]["pretraining"] = run_workload(pretraining, args, rng, say)
+  if "finetuning" in args.workloads:
+    if not os.path.exists(os.path.join(work_dir, init_checkpoint, "encoder_checkpoint")):
+      say("== the pretraining reference, to fine-tune from")
+      pretraining.uninterrupted(os.path.join("pretraining", "reference"))
+    finetuning = Workload("finetuning", args, work_dir, init_checkpoint, setup["task_examples"]["train"])
+    report["workloads"]["finetuning"] = run_workload(finetuning, args, rng, say)
+  report["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+  report["elapsed_s"] = round(time.monotonic() - started, 1)
+  table = markdown(report)
+  print(json.dumps({**report, "workloads": {k: {**v, "trials": f"{len(v['trials'])} (see --json)"}
+                                            for k, v in report["workloads"].items()}}, indent=2, default=str))
+  print()
+  print(table)
+  if args.json:
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+      json.dump(report, f, indent=2, default=str)
+    with open(os.path.splitext(args.json)[0] + ".md", "w") as f:
+      f.write(table + "\n")
+  bad = any(t["finished"] is False or t["identical"] is False or t["resumed"] is False
+            for w in report["workloads"].values() for t in w["trials"])
+  return 1 if bad else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
