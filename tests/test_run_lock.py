@@ -76,3 +76,22 @@ def test_only_the_chief_locks_under_multi_worker(monkeypatch):
     else:
       monkeypatch.setenv("TF_CONFIG", json.dumps(config))
     assert run_lock.is_chief_from_env() is chief, config
+
+
+def test_remote_paths_go_through_gfile_with_a_heartbeat(monkeypatch):
+  """TensorFlow's in-memory file system stands for gs:// here: the same tf.io.gfile calls (issue 15 tests GCS)."""
+  import tensorflow as tf
+
+  monkeypatch.setattr(run_lock, "HEARTBEAT_SECONDS", 0.05)
+  directory = "ram://run_lock_test/out"
+  with run_lock.RunLock(directory) as lock:
+    assert lock.path == directory + "/.lock"
+    first = json.loads(tf.io.gfile.GFile(lock.path).read())
+    assert first["pid"] == os.getpid()
+    deadline = time.time() + 10
+    while json.loads(tf.io.gfile.GFile(lock.path).read())["heartbeat"] == first["heartbeat"]:
+      assert time.time() < deadline, "the heartbeat was not refreshed"
+      time.sleep(0.05)
+    with pytest.raises(OutputDirInUse):
+      run_lock.RunLock(directory).acquire()
+  assert not tf.io.gfile.exists(directory + "/.lock")
