@@ -206,7 +206,7 @@ def test_prediction_shows_progress_from_the_first_batch(caplog):
     del training
     return dense(batch["x"])
   data = tf.data.Dataset.from_tensor_slices({"x": tf.ones([7, 3]), "is_real_example": tf.constant([1] * 6 + [0])})
-  with caplog.at_level(logging.INFO):
+  with caplog.at_level(logging.INFO, logger="absl"):  # absl's logger: other tests may have raised its level
     outputs = finetuning.predict(model, data.batch(2), tf.distribute.OneDeviceStrategy("/cpu:0"),
                                  description="MRPC dev", progress_seconds=0.0)
   assert outputs.shape == (6, 2)
