@@ -14,7 +14,8 @@ For each workload (`--workloads`):
 
 it runs the command once uninterrupted (the reference, timed: W seconds) and once more (the control: are two
 uninterrupted runs bit-identical at all?), then, --kills times: in a fresh output directory, starts the command,
-sleeps uniform(0, 1.1 W), kills its process group with SIGKILL, notes what was on disk (no checkpoint yet, the
+sleeps uniform(0, W), kills its process group with SIGKILL (a draw that falls after the run ended is counted as
+missed and drawn again, so that --kills kills land), notes what was on disk (no checkpoint yet, the
 newest complete checkpoint, the final one, or the run had already ended), reruns the same command to the end,
 and compares
 
@@ -101,7 +102,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                  help="Skip the second uninterrupted run that checks the command itself is reproducible.")
   p.add_argument("--keep_trials", action="store_true",
                  help="Keep every trial's directory (default: only those with a finding).")
-  p.add_argument("--kill_window", type=float, default=1.1,
+  p.add_argument("--kill_window", type=float, default=1.0,
                  help="Kill times are uniform in [0, this x the reference's wall time].")
   # Sizes: a pretraining run of about 30 s and a fine-tuning run of about 25 s on 2 shared cores.
   p.add_argument("--pretrain_steps", type=int, default=600)
@@ -533,16 +534,26 @@ def run_workload(workload: Workload, args: argparse.Namespace, rng: random.Rando
         + ("" if control["identical"] else f" ({'; '.join(control['differences'])})"))
     if control["identical"] and not control["leftovers"] and not args.keep_trials:
       shutil.rmtree(os.path.join(workload.work_dir, control_dir))
-  trials = []
-  for k in range(args.kills):
+  # A draw that falls after the run has ended (runs vary in speed) kills nothing: it is counted as missed and
+  # drawn again, so that --kills kills land on a live process (at most 3x --kills draws).
+  trials, missed = [], []
+  k = -1
+  while len(trials) < args.kills and k + 1 < 3 * args.kills:
+    k += 1
     kill_after = rng.uniform(0, args.kill_window * wall)
     trial_dir = os.path.join(name, f"trial-{k:02d}")
     record = workload.trial(trial_dir, kill_after, reference)
+    if record["state"] == "ended before kill":
+      missed.append(record)
+      say(f"{name} draw {k + 1}: {kill_after:.1f} s came after the run ended ({record['state']}); drawn again")
+      if not args.keep_trials:
+        shutil.rmtree(os.path.join(workload.work_dir, trial_dir), ignore_errors=True)
+      continue
     trials.append(record)
     verdict = ("identical" if record["identical"] else "DIFFERENT" if record["finished"]
                else f"RERUN FAILED ({record['rerun_error']})")
     how = {None: "", True: "resumed, ", False: "STARTED OVER, "}[record["resumed"]]
-    say(f"{name} {k + 1}/{args.kills}: killed at {kill_after:.1f} s ({record['state']}, newest checkpoint "
+    say(f"{name} {len(trials)}/{args.kills}: killed at {kill_after:.1f} s ({record['state']}, newest checkpoint "
         f"{record['newest_checkpoint_step']}, temporaries {len(record['temporaries_at_kill'])}); rerun "
         f"{record['rerun_s']:.1f} s, {how}first step logged {record.get('rerun_first_logged_step', '-')}: "
         f"{verdict}; leftovers {record['leftovers'] or 'none'}")
@@ -553,7 +564,8 @@ def run_workload(workload: Workload, args: argparse.Namespace, rng: random.Rando
     if not finding and not args.keep_trials:
       shutil.rmtree(os.path.join(workload.work_dir, trial_dir))
   result["trials"] = trials
-  result["summary"] = summarize(trials)
+  result["missed_draws"] = missed
+  result["summary"] = dict(summarize(trials), missed_draws=len(missed))
   return result
 
 
@@ -590,14 +602,15 @@ def summarize(trials: list[dict]) -> dict:
 
 def markdown(report: dict) -> str:
   lines = ["| workload | reference s | control identical | trials | finished | bit-identical | with leftovers | "
-           "reruns failed | resumed / had a checkpoint | states at kill |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "reruns failed | resumed / had a checkpoint | states at kill | missed draws |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   for name, w in report["workloads"].items():
     s = w["summary"]
     control = w.get("control", {}).get("identical", "-")
     states = ", ".join(f"{k} {v}" for k, v in s["states_at_kill"].items())
     lines.append(f"| {name} | {w['reference']['seconds']:.1f} | {control} | {s['trials']} | {s['finished']} | "
                  f"{s['bit_identical']} | {s['with_leftovers']} | {s['reruns_failed']} | "
-                 f"{s['resumed']} / {s['with_checkpoint_at_kill']} | {states} |")
+                 f"{s['resumed']} / {s['with_checkpoint_at_kill']} | {states} | {s.get('missed_draws', 0)} |")
   for name, w in report["workloads"].items():
     s = w["summary"]
     if s["leftover_kinds"]:

@@ -315,8 +315,8 @@ class Trainer:
     if restored:
       logging.info("resuming at step %d from %s", step, restored)
       if step >= cfg.num_train_steps:
-        logging.warning("%s is at step %d, not before --num_train_steps=%d: nothing left to train", restored,
-                        step, cfg.num_train_steps)
+        logging.info("%s is at step %d, --num_train_steps=%d: nothing left to train", restored, step,
+                     cfg.num_train_steps)
     else:
       logging.info("starting fresh in %s (no checkpoint there yet)", self.checkpointer.directory)
     metrics: dict[str, float] = {}
