@@ -1,0 +1,363 @@
+"""SQuAD v1.1 / v2.0 fine-tuning: what `scripts/run_squad.py` runs. Glue between the tested pieces:
+
+  train_file --squad.read_squad_examples--> examples (shuffled as google-research does) --squad.convert_examples_
+  to_features / squad_finetuning.write_feature_file--> training windows (TFRecords, cached under
+  <features_dir>/squad/) --finetuning.train(SquadTask)--> BertSpanLabeler --> <output_dir>/squad_model/
+
+  predict_file --> evaluation windows (cached likewise) --finetuning.predict--> start/end logits
+  --squad_postprocess.postprocess--> predictions.json, nbest_predictions.json, null_odds.json (v2.0)
+  --squad_metrics.evaluate_v1/v2 (--do_eval)--> eval_results.txt / .json
+
+Outputs in --output_dir:
+  checkpoints/, train/          training checkpoints and TensorBoard summaries (a rerun resumes)
+  squad_model/                  the fine-tuned model: float32 weights (`model`), bert_config.json, vocab.txt and
+                                squad.json (the window sizes, casing, version and the null_score_diff_threshold
+                                that prediction uses when the flag is not given)
+  predictions.json, nbest_predictions.json, null_odds.json   google-research's files, byte for byte its layout
+  eval_results.txt / .json      with --do_eval: the official evaluation script's keys ("key = value")
+
+SQuAD v2.0 threshold: with --do_eval, the official best-threshold search runs on the null odds
+(`evaluate-v2.0.py --na-prob-file null_odds.json`, over every question's best non-null answer: see `evaluate`);
+its best_f1_thresh is written into the evaluated model's squad.json, so a later --do_predict with that model
+answers at it (an explicit --null_score_diff_threshold wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import time
+from typing import Callable
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.config import BertConfig
+from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks import squad, squad_metrics, squad_postprocess
+from bert_tf.tasks import squad_finetuning as sf
+from bert_tf.training import distribute, finetuning, handoff
+
+MODEL_DIR = "squad_model"  # under --output_dir
+SETTINGS_NAME = "squad.json"
+_MODEL_PREFIX = "model"
+# google-research's run_squad.py shuffles the training examples with this seed before making features.
+SHUFFLE_SEED = 12345
+
+
+@dataclasses.dataclass
+class SquadConfig:
+  """One SQuAD run: google-research's run_squad.py flags (same names and defaults) and the shared fine-tuning
+  ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...)."""
+
+  vocab_file: str
+  finetuning: finetuning.FinetuningConfig
+  train_file: str | None = None
+  predict_file: str | None = None
+  do_lower_case: bool = True
+  do_train: bool = False
+  do_predict: bool = False
+  do_eval: bool = False  # new: the official metrics on predict_file (implies predicting it)
+  version_2_with_negative: bool = False
+  # None: the threshold stored in the model's squad.json (best_f1_thresh after a --do_eval), else 0.0.
+  null_score_diff_threshold: float | None = None
+  n_best_size: int = squad_postprocess.N_BEST_SIZE
+  max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH
+  max_seq_length: int = squad.MAX_SEQ_LENGTH
+  doc_stride: int = squad.DOC_STRIDE
+  max_query_length: int = squad.MAX_QUERY_LENGTH
+  features_dir: str = "tfrecords"
+  dynamic_padding: bool = True
+  bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
+
+  @property
+  def output_dir(self) -> str:
+    return self.finetuning.output_dir
+
+  @property
+  def predicting(self) -> bool:
+    return self.do_predict or self.do_eval
+
+  def validate(self) -> None:
+    """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
+    self.finetuning.validate()
+    if not (self.do_train or self.predicting):
+      raise ValueError("nothing to do: pass at least one of --do_train, --do_predict, --do_eval")
+    if self.do_train and not self.train_file:
+      raise ValueError("--do_train needs --train_file (e.g. train-v1.1.json)")
+    if self.predicting and not self.predict_file:
+      raise ValueError("--do_predict/--do_eval need --predict_file (e.g. dev-v1.1.json)")
+    squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
+    squad_postprocess._check_sizes(self.n_best_size, self.max_answer_length)  # pylint: disable=protected-access
+    bert = self.finetuning.bert_config
+    if self.max_seq_length > bert.max_position_embeddings:
+      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
+                       f"{bert.max_position_embeddings} of the BERT config; lower it")
+    if not fileio.exists(self.vocab_file):
+      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
+    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
+      raise ValueError("--do_predict/--do_eval without --do_train need a fine-tuned model: "
+                       f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
+
+  @property
+  def config_source(self) -> str | None:
+    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
+                                                            self.finetuning.init_checkpoint)
+
+  @property
+  def dynamic_padding_on(self) -> bool:
+    """--dynamic_padding, except on TPUs, which need static shapes."""
+    return self.dynamic_padding and self.finetuning.distribution_strategy != "tpu"
+
+  @property
+  def length_multiple(self) -> int:
+    return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
+
+
+def is_model_dir(path: str | None) -> bool:
+  return bool(path) and fileio.exists(os.path.join(path, SETTINGS_NAME))
+
+
+# -- Inputs ---------------------------------------------------------------------------------------------------
+
+
+def read_inputs(config: SquadConfig, say: Callable[[str], None] = logging.info) -> dict[str, squad.SquadReadResult]:
+  """Reads and checks every file the flags ask for before any work: {"train": ..., "predict": ...}. For
+  --do_eval, the predict file must hold gold answers (every question in v1.1)."""
+  inputs = {}
+  if config.do_train:
+    inputs["train"] = squad.read_squad_examples(config.train_file, True, config.version_2_with_negative)
+    if inputs["train"].skipped:
+      say(f"{config.train_file}: skipped {inputs['train'].skipped} question(s) whose answer text is not at its "
+          "position (as google-research's run_squad.py does)")
+    if not inputs["train"].examples:
+      raise ValueError(f"{config.train_file}: no trainable question left")
+  if config.predicting:
+    inputs["predict"] = squad.read_squad_examples(config.predict_file, False, config.version_2_with_negative)
+  if config.do_eval:
+    examples = inputs["predict"].examples
+    unanswered = [e.qas_id for e in examples if not e.answers]
+    if len(unanswered) == len(examples) or (unanswered and not config.version_2_with_negative):
+      raise ValueError(f"--do_eval: {config.predict_file}: question {unanswered[0]!r} has no gold answer; "
+                       "evaluate on a file with answers (dev-v1.1.json; dev-v2.0.json with "
+                       "--version_2_with_negative), or pass --do_predict alone")
+  return inputs
+
+
+def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_training: bool, say):
+  """(the cached feature file of `examples`, the windows when made or `is_training` is False, else None)."""
+  target = sf.feature_file_path(config.features_dir, path, config.vocab_file, is_training,
+                                config.version_2_with_negative, config.do_lower_case, config.max_seq_length,
+                                config.doc_stride, config.max_query_length)
+  windows = None if is_training else list(squad.convert_examples_to_features(
+      examples, tokenizer, False, config.max_seq_length, config.doc_stride, config.max_query_length))
+  start = time.perf_counter()
+  info, reused = sf.cached_feature_file(
+      target, lambda: windows if windows is not None else squad.convert_examples_to_features(
+          examples, tokenizer, True, config.max_seq_length, config.doc_stride, config.max_query_length),
+      is_training)
+  kind = "training" if is_training else "evaluation"
+  if reused:
+    say(f"{path}: reusing {kind} features {target} ({info.num_features} windows of {info.num_examples} questions)")
+  else:
+    say(f"{path}: wrote {kind} features {target}: {info.num_features} windows of {info.num_examples} questions in "
+        f"{time.perf_counter() - start:.1f} s")
+  return info, windows
+
+
+# -- The fine-tuned model -------------------------------------------------------------------------------------
+
+
+def _settings(config: SquadConfig, threshold: float) -> dict:
+  return {"max_seq_length": config.max_seq_length, "doc_stride": config.doc_stride,
+          "max_query_length": config.max_query_length, "do_lower_case": config.do_lower_case,
+          "version_2_with_negative": config.version_2_with_negative, "null_score_diff_threshold": threshold}
+
+
+def _float32_copy(model: sf.BertSpanLabeler) -> sf.BertSpanLabeler:
+  copy = sf.BertSpanLabeler(model.config, dtype="float32")
+  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  copy.set_weights(model.get_weights())
+  return copy
+
+
+def save_model(model: sf.BertSpanLabeler, settings: dict, vocab_file: str, directory: str) -> str:
+  """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
+  under `directory`, whole or not at all."""
+  copy = _float32_copy(model)
+
+  def build(path):
+    tf.io.gfile.makedirs(path)
+    model.config.to_json_file(os.path.join(path, "bert_config.json"))
+    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
+    fileio.write_text_atomic(os.path.join(path, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
+    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
+
+  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
+  return directory
+
+
+def read_settings(directory: str) -> dict:
+  with fileio.open_file(os.path.join(directory, SETTINGS_NAME), "rb") as f:
+    return json.loads(f.read().decode("utf-8"))
+
+
+def write_threshold(directory: str, threshold: float) -> None:
+  """Stores `threshold` as the model's null_score_diff_threshold (atomically)."""
+  settings = dict(read_settings(directory), null_score_diff_threshold=threshold)
+  fileio.write_text_atomic(os.path.join(directory, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
+
+
+def load_model(directory: str) -> sf.BertSpanLabeler:
+  """The float32 span labeller saved by `save_model` in `directory` (call under the strategy's scope)."""
+  config_path = os.path.join(directory, "bert_config.json")
+  model = sf.BertSpanLabeler(BertConfig.from_json_file(config_path), dtype="float32")
+  model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  prefix = os.path.join(directory, _MODEL_PREFIX)
+  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+  if problem:
+    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; use a folder written by run_squad.py "
+                     f"(<output_dir>/{MODEL_DIR}/)")
+  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  return model
+
+
+# -- Steps ----------------------------------------------------------------------------------------------------
+
+
+def train(config: SquadConfig, examples: list, strategy, tokenizer, say) -> tuple[object, dict]:
+  """Fine-tunes on `examples` (shuffled with google-research's seed); -> (the model or None when interrupted,
+  a summary)."""
+  ft = config.finetuning
+  examples = list(examples)
+  random.Random(SHUFFLE_SEED).shuffle(examples)
+  info, _ = _feature_file(config, config.train_file, examples, tokenizer, True, say)
+  task = sf.SquadTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+                      dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+  start = time.perf_counter()
+  # google-research's step arithmetic: examples (questions), not windows, per epoch.
+  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source)
+  seconds = time.perf_counter() - start
+  if result.interrupted:
+    return None, {"interrupted": True, "exit_code": result.exit_code}
+  trained = result.step * ft.train_batch_size
+  say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} windows/s)")
+  return run.model, {"train_examples": len(examples), "train_windows": info.num_features,
+                     "train_steps": result.step, "train_seconds": round(seconds, 2)}
+
+
+def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, threshold: float,
+            say) -> squad_postprocess.Predictions:
+  """The answers to `examples` (from predict_file) at `threshold`."""
+  info, windows = _feature_file(config, config.predict_file, examples, tokenizer, False, say)
+  dataset = sf.squad_dataset(
+      info.path, finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy),
+      config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
+      length_multiple=config.length_multiple)
+  logits = finetuning.predict(sf.squad_predictions(model, config.max_seq_length), dataset, strategy,
+                              description=f"predicting {config.predict_file}")  # [N, 2, T]
+  if len(logits) != len(windows):
+    raise ValueError(f"{info.path}: {len(logits)} windows predicted, {len(windows)} expected; remove the file "
+                     "to have it written again")
+  results = {w.unique_id: (logits[i, 0], logits[i, 1]) for i, w in enumerate(windows)}
+  return squad_postprocess.postprocess(
+      examples, windows, results, config.n_best_size, config.max_answer_length, config.do_lower_case,
+      config.version_2_with_negative, threshold)
+
+
+def evaluate(config: SquadConfig, predictions: squad_postprocess.Predictions) -> dict:
+  """The official scripts' results on predict_file: evaluate-v1.1.py's; or evaluate-v2.0.py's with
+  --na-prob-file null_odds.json (best_exact, best_f1 and their thresholds too).
+
+  v2.0: exact, f1, HasAns_* and NoAns_* score predictions.json as it is (evaluate-v2.0.py without
+  --na-prob-file). best_* come from evaluate-v2.0.py's threshold search with the null odds over every
+  question's best non-null answer: run on predictions.json itself (google-research's README), it could only
+  find thresholds below the one the predictions were made at."""
+  with fileio.open_file(config.predict_file, "rb") as f:
+    dataset = json.loads(f.read().decode("utf-8-sig"))
+  if not config.version_2_with_negative:
+    return dict(squad_metrics.evaluate_v1(dataset, predictions.predictions))
+  values = dict(squad_metrics.evaluate_v2(dataset, predictions.predictions))
+  search = squad_metrics.evaluate_v2(dataset, predictions.best_non_null_texts, predictions.null_odds)
+  values.update((key, search[key]) for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"))
+  return values
+
+
+def write_eval_results(output_dir: str, values: dict) -> None:
+  lines = "".join(f"{key} = {value}\n" for key, value in values.items())
+  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), lines)
+  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
+
+
+# -- The script's entry point ---------------------------------------------------------------------------------
+
+
+def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = None,
+              say: Callable[[str], None] = logging.info) -> dict:
+  """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
+  any work: the flags and the vocabulary against the BERT config, then the JSON files."""
+  from bert_tf.data.tokenization import FullTokenizer
+
+  config.validate()
+  inputs = read_inputs(config, say)
+  strategy = strategy or config.finetuning.strategy()
+  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  tf.io.gfile.makedirs(config.output_dir)
+  chief = distribute.is_chief(strategy)
+  summary: dict = {"output_dir": config.output_dir}
+  if config.do_train:
+    import keras
+
+    keras.utils.set_random_seed(config.finetuning.seed)
+    model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say)
+    summary.update(trained)
+    if model is None:
+      return summary
+    model_dir = os.path.join(config.output_dir, MODEL_DIR)
+    stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD if config.null_score_diff_threshold is None \
+        else config.null_score_diff_threshold
+    if chief:
+      save_model(model, _settings(config, stored), config.vocab_file, model_dir)
+      say(f"saved the fine-tuned model to {model_dir}")
+  else:
+    model_dir = config.finetuning.init_checkpoint.rstrip("/")
+    with strategy.scope():
+      model = load_model(model_dir)
+    stored = float(read_settings(model_dir).get("null_score_diff_threshold",
+                                                squad_postprocess.NULL_SCORE_DIFF_THRESHOLD))
+  summary["model_dir"] = model_dir
+  if not config.predicting:
+    return summary
+
+  threshold = stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
+  start = time.perf_counter()
+  predictions = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say)
+  seconds = time.perf_counter() - start
+  summary.update(predict_examples=len(predictions.predictions), predict_seconds=round(seconds, 2))
+  if config.version_2_with_negative:
+    summary["null_score_diff_threshold"] = threshold
+  if chief:
+    summary["predictions"] = squad_postprocess.write_predictions(predictions, config.output_dir)
+    say(f"{len(predictions.predictions)} answers -> {summary['predictions'][squad_postprocess.PREDICTIONS_FILE]}"
+        + (f" (null_score_diff_threshold {threshold:g})" if config.version_2_with_negative else ""))
+  if config.do_eval:
+    values = evaluate(config, predictions)
+    if config.version_2_with_negative:
+      values["null_score_diff_threshold"] = threshold
+      if chief:
+        write_threshold(model_dir, values["best_f1_thresh"])
+        say(f"stored best_f1_thresh {values['best_f1_thresh']:g} in {os.path.join(model_dir, SETTINGS_NAME)}: "
+            "later predictions with this model use it")
+    for key in ("train_examples", "train_steps", "train_seconds", "predict_seconds"):
+      if key in summary:
+        values[key] = summary[key]
+    if chief:
+      write_eval_results(config.output_dir, values)
+    say(f"{config.predict_file}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
+                                              if k in ("exact_match", "exact", "f1", "best_exact", "best_f1")))
+    summary["eval"] = values
+  return summary
