@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import keras
 import numpy as np
@@ -168,12 +168,18 @@ def write_feature_file(examples: Iterable[tuple[str, str | None, int | float]], 
   return info
 
 
-def read_feature_file_info(path: str) -> FeatureFile | None:
-  """The description of a complete feature file at `path`, or None when there is none yet."""
+def read_description(path: str, description_class):
+  """The `<path>.json` description (a dataclass of `description_class`) of a complete feature file at `path`, or
+  None when there is none yet. Every task's feature files are described so."""
   if not (fileio.exists(path) and fileio.exists(path + ".json")):
     return None
   with fileio.open_file(path + ".json", "rb") as f:
-    return FeatureFile(**json.loads(f.read().decode("utf-8")))
+    return description_class(**json.loads(f.read().decode("utf-8")))
+
+
+def read_feature_file_info(path: str) -> FeatureFile | None:
+  """The description of a complete feature file at `path`, or None when there is none yet."""
+  return read_description(path, FeatureFile)
 
 
 def feature_spec(max_seq_length: int, is_regression: bool) -> dict:
@@ -202,24 +208,40 @@ def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regre
     for regression), is_real_example int32 [B].
   """
   spec = feature_spec(max_seq_length, is_regression)
+
+  def cast(parsed):
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
+
+  # The whole file fits in the shuffle buffer for every GLUE task but QQP and MNLI (~400k examples, ~250 MB).
+  return feature_dataset(path, spec, cast, batch_size, max_seq_length, is_training, input_context, seed,
+                         dynamic_padding, pad_to_batch, length_multiple)
+
+
+def feature_dataset(path: str, spec: dict, convert: Callable[[dict], dict], batch_size: int, max_seq_length: int,
+                    is_training: bool, input_context=None, seed: int = 12345, dynamic_padding: bool = True,
+                    pad_to_batch: bool = False, length_multiple: int = 8,
+                    shuffle_buffer: int = 100_000) -> tf.data.Dataset:
+  """The input pipeline of every task's feature file (local or gs://): batches of `spec`'s features, each batch
+  passed through `convert` (dtypes, extra entries) after parsing.
+
+  Args and behaviour as `classifier_dataset`: training shards by `input_context`, shuffles (seeded) and repeats,
+  full batches only; evaluation is one pass in file order, with `pad_to_batch` appending all-zero rows so every
+  batch is full; `dynamic_padding` cuts each batch by `trim_padding`.
+  """
   d = tf.data.TFRecordDataset([path])
   if input_context is not None and input_context.num_input_pipelines > 1:
     d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   if is_training:
-    # The whole file fits in the buffer for every GLUE task but QQP and MNLI (~400k examples, ~250 MB here).
-    d = d.shuffle(100_000, seed=seed, reshuffle_each_iteration=True).repeat()
-
-  def parse(serialized):
-    parsed = tf.io.parse_example(serialized, spec)
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
-
-  d = d.batch(batch_size, drop_remainder=is_training).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+  d = d.batch(batch_size, drop_remainder=is_training)
+  d = d.map(lambda serialized: convert(tf.io.parse_example(serialized, spec)), num_parallel_calls=tf.data.AUTOTUNE)
   if pad_to_batch and not is_training:
     def pad(batch):
       n = batch_size - tf.shape(batch["input_ids"])[0]
-      return {k: tf.pad(v, [[0, n]] + [[0, 0]] * (v.shape.rank - 1)) for k, v in batch.items()}
+      return {k: tf.ensure_shape(tf.pad(v, [[0, n]] + [[0, 0]] * (v.shape.rank - 1)), [batch_size] + v.shape[1:])
+              for k, v in batch.items()}
 
-    d = d.map(pad).map(lambda b: {k: tf.ensure_shape(v, [batch_size] + v.shape[1:]) for k, v in b.items()})
+    d = d.map(pad)
   if dynamic_padding:
     d = d.map(lambda batch: trim_padding(batch, max_seq_length, length_multiple))
   return d.prefetch(tf.data.AUTOTUNE)

@@ -36,7 +36,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
-from bert_tf.tasks.classification import feature_file_key, file_fingerprint, trim_padding
+from bert_tf.tasks.classification import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.squad import SquadFeatures
 from bert_tf.training import checkpointing, trainer
 
@@ -128,10 +128,7 @@ def write_feature_file(features: Iterable[SquadFeatures], path: str, is_training
 
 def read_feature_file_info(path: str) -> SquadFeatureFile | None:
   """The description of a complete feature file at `path`, or None when there is none yet."""
-  if not (fileio.exists(path) and fileio.exists(path + ".json")):
-    return None
-  with fileio.open_file(path + ".json", "rb") as f:
-    return SquadFeatureFile(**json.loads(f.read().decode("utf-8")))
+  return read_description(path, SquadFeatureFile)
 
 
 def feature_file_path(features_dir: str, squad_file: str, vocab_file: str, is_training: bool,
@@ -169,38 +166,22 @@ def squad_dataset(path: str, batch_size: int, max_seq_length: int, is_training: 
     is_training: shuffle (seeded), repeat and keep full batches only; else one pass in file order.
     input_context: a `tf.distribute.InputContext`; each pipeline keeps 1 window in `num_input_pipelines`.
     dynamic_padding: cut each batch to its longest window, rounded up to a multiple of `length_multiple`
-      (`classification.trim_padding`). Off for TPUs, which need static shapes.
+      (`classification.trim_padding`, through the shared `classification.feature_dataset`). Off for TPUs, which need static shapes.
     pad_to_batch: (evaluation) append all-zero windows with is_real_example = 0 so that every batch is full;
       `finetuning.predict` drops them.
     shuffle_buffer: windows; the default holds SQuAD v1.1's ~88,000 training windows (~200 MB at T = 384).
   Returns: dicts of unique_ids int64 [B]; input_ids, input_mask, segment_ids int32 [B, T'] (T' <= T);
     is_real_example int32 [B]; and for training start_positions, end_positions int32 [B].
   """
-  spec = feature_spec(max_seq_length, is_training)
-  d = tf.data.TFRecordDataset([path])
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-  if is_training:
-    d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-
-  def parse(serialized):
-    parsed = tf.io.parse_example(serialized, spec)
+  def convert(parsed):
     # unique_ids stay int64: they pass 2^31 after ~1.1e9 windows, and they are never computed with.
     batch = {k: v if k == "unique_ids" else tf.cast(v, tf.int32) for k, v in parsed.items()}
     batch["is_real_example"] = tf.ones_like(batch["input_mask"][:, 0])
     return batch
 
-  d = d.batch(batch_size, drop_remainder=is_training).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-  if pad_to_batch and not is_training:
-    def pad(batch):
-      n = batch_size - tf.shape(batch["input_ids"])[0]
-      return {k: tf.ensure_shape(tf.pad(v, [[0, n]] + [[0, 0]] * (v.shape.rank - 1)), [batch_size] + v.shape[1:])
-              for k, v in batch.items()}
-
-    d = d.map(pad)
-  if dynamic_padding:
-    d = d.map(lambda batch: trim_padding(batch, max_seq_length, length_multiple))
-  return d.prefetch(tf.data.AUTOTUNE)
+  return feature_dataset(path, feature_spec(max_seq_length, is_training), convert, batch_size, max_seq_length,
+                         is_training, input_context, seed, dynamic_padding, pad_to_batch, length_multiple,
+                         shuffle_buffer)
 
 
 # -- Model ----------------------------------------------------------------------------------------------------
