@@ -125,6 +125,34 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
   flags.DEFINE_integer("steps_per_loop", steps_per_loop, "Updates per host call (checkpoints and logs fall on "
                        "loop ends).")
   flags.DEFINE_integer("log_steps", log_steps, "A progress line and TensorBoard summaries every this many updates.")
+  flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights, "
+                    "also across a kill and resume).")
+
+
+def start_training() -> None:
+  """What every training script does once its flags are checked: op determinism if --deterministic, INFO logs."""
+  from absl import flags
+  from absl import logging as absl_logging
+
+  if flags.FLAGS.deterministic:
+    import tensorflow as tf
+
+    tf.config.experimental.enable_op_determinism()
+  absl_logging.set_verbosity(absl_logging.INFO)
+
+
+def run_finetuning(run: Callable[[], dict], output_dir: str) -> dict:
+  """A fine-tuning script's run: `start_training`, then `run()` holding --output_dir's lock (the chief's; the
+  workers of a multi-worker job share the directory); exits 130 / 143 when Ctrl-C / SIGTERM stopped it after
+  saving. Returns run()'s summary."""
+  from bert_tf.training import run_lock
+
+  start_training()
+  with run_lock.RunLock(output_dir, enabled=run_lock.is_chief_from_env()):
+    summary = run()
+  if summary.get("interrupted"):
+    sys.exit(summary.get("exit_code", 143))  # saved: rerunning the same command resumes
+  return summary
 
 
 def training_flag_values(flag_values=None) -> dict:

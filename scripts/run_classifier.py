@@ -12,7 +12,6 @@ for --do_eval/--do_predict alone, a run's <output_dir>/classifier.
 """
 
 import json
-import sys
 
 from absl import flags, logging
 
@@ -44,8 +43,6 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear w
 cli.define_training_flags(steps_per_loop=50, log_steps=50)
 # New flags: the paper's selection protocol, features, export.
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights, "
-                  "also across a kill and resume).")
 flags.DEFINE_list("learning_rates", [], "Selection protocol: fine-tune with each learning rate (the paper: "
                   "5e-5,4e-5,3e-5,2e-5) and keep the best on dev.")
 flags.DEFINE_integer("num_restarts", 1, "Selection protocol: random restarts (seeds seed, seed+1, ...) per "
@@ -96,18 +93,8 @@ def main(argv):
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
   from bert_tf.tasks import glue_finetuning
 
-  from bert_tf.training import run_lock
-
-  if FLAGS.deterministic:
-    import tensorflow as tf
-
-    tf.config.experimental.enable_op_determinism()
-  logging.set_verbosity(logging.INFO)
-  # One run per --output_dir (the chief's lock; workers of a multi-worker job share the directory).
-  with run_lock.RunLock(config.output_dir, enabled=run_lock.is_chief_from_env()):
-    summary = glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line))
-  if summary.get("interrupted"):
-    sys.exit(summary.get("exit_code", 143))  # 130 after Ctrl-C, 143 after SIGTERM: saved; rerun to resume
+  summary = cli.run_finetuning(
+      lambda: glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line)), config.output_dir)
   shown = {k: v for k, v in summary.items() if k not in ("train_history",)}
   print(json.dumps(shown, indent=2, default=str))
 

@@ -11,7 +11,7 @@ At the end the encoder is written for fine-tuning: <output_dir>/encoder_checkpoi
 
 import sys
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import cli
 
@@ -41,7 +41,6 @@ flags.DEFINE_bool("do_whole_word_mask", False, "With --dynamic_masking: mask all
                   "(static records were masked when written: see create_pretraining_data.py's flag).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
-flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights).")
 
 def _config():
   from bert_tf.config import BertConfig
@@ -66,13 +65,9 @@ def main(argv):
   del argv
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  import tensorflow as tf
-
   from bert_tf.training import pretraining
 
-  if FLAGS.deterministic:
-    tf.config.experimental.enable_op_determinism()
-  logging.set_verbosity(logging.INFO)
+  cli.start_training()
   result = pretraining.run_pretraining(config)
   if result.interrupted:
     sys.exit(result.exit_code)  # 130 after Ctrl-C, 143 after SIGTERM: saved; rerun to resume

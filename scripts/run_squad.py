@@ -13,7 +13,6 @@ a Hugging Face directory, ...); for --do_predict/--do_eval alone, a run's <outpu
 """
 
 import json
-import sys
 
 from absl import flags, logging
 
@@ -54,7 +53,6 @@ flags.DEFINE_bool("do_eval", False, "Predict --predict_file (which needs answers
                   "metrics; for SQuAD 2.0 also search the best null_score_diff_threshold and store it in "
                   "squad_model/squad.json.")
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower).")
 flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest window (not on TPU).")
 
@@ -90,18 +88,9 @@ def main(argv):
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
   from bert_tf.tasks import squad_run
-  from bert_tf.training import run_lock
 
-  if FLAGS.deterministic:
-    import tensorflow as tf
-
-    tf.config.experimental.enable_op_determinism()
-  logging.set_verbosity(logging.INFO)
-  # One run per --output_dir (the chief's lock; workers of a multi-worker job share the directory).
-  with run_lock.RunLock(config.output_dir, enabled=run_lock.is_chief_from_env()):
-    summary = squad_run.run_squad(config, say=lambda line: logging.info("%s", line))
-  if summary.get("interrupted"):
-    sys.exit(summary.get("exit_code", 143))  # 130 after Ctrl-C, 143 after SIGTERM: saved; rerun to resume
+  summary = cli.run_finetuning(lambda: squad_run.run_squad(config, say=lambda line: logging.info("%s", line)),
+                               config.output_dir)
   print(json.dumps(summary, indent=2, default=str))
 
 
