@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Callable
 
-from bert_tf.errors import UserError, is_disk_full
+from bert_tf.errors import UserError, first_line, is_disk_full
 
 # Exceptions that mean "the input or the flags are wrong": shown as one line, without a traceback.
 USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, ValueError,
@@ -80,8 +80,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     except Exception as e:  # pylint: disable=broad-except
       if not is_disk_full(e):
         raise
-      line = next((l for l in str(e).splitlines() if l.strip()), type(e).__name__)
-      print(f"error: out of disk space (or over a file-size limit): {line}; free space and rerun the same "
+      print(f"error: out of disk space (or over a file-size limit): {first_line(e)}; free space and rerun the same "
             "command", file=sys.stderr)
       sys.exit(1)
 

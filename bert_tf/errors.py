@@ -22,6 +22,16 @@ class DiskFull(UserError):
 DISK_FULL_MESSAGES = ("No space left on device", "File too large", "Disk quota exceeded")
 
 
+def first_line(error: BaseException) -> str:
+  """The first non-blank line of `error`'s message, without the "{{function_node ...}} " that TensorFlow's op
+  errors open with (it says nothing to a user); the error's class name when the message is empty."""
+  import re
+
+  text = getattr(error, "message", None) or str(error)
+  line = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+  return re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line.strip())
+
+
 def is_disk_full(error: BaseException) -> bool:
   """True when `error` (an OSError or a TensorFlow OpError) says the disk or a size limit is full."""
   import errno

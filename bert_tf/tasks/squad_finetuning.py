@@ -34,11 +34,12 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
+from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
 from bert_tf.tasks.classification import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.squad import SquadFeatures
-from bert_tf.training import checkpointing, trainer
+from bert_tf.training import trainer
 
 # The schema, declared once: name -> (shape, in training records, in evaluation records); `T` is max_seq_length.
 SQUAD_FEATURES: dict[str, tuple[str, bool, bool]] = {
@@ -288,4 +289,4 @@ class SquadTask(trainer.Task):
     return {"model": model, "encoder": model.encoder}
 
   def input_error(self, error):
-    return f"{self.train_file}: {checkpointing._first_line(error)}"  # pylint: disable=protected-access
+    return f"{self.train_file}: {first_line(error)}"

@@ -36,7 +36,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.errors import DiskFull, is_disk_full
+from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.training import distribute
 
 # Hidden temporaries of fileio.temp_path_for / handoff's directory writes: `.<name>.tmp-<8 hex>`.
@@ -119,7 +119,7 @@ class Checkpointer:
       needed = self._size_estimate(previous)
       raise DiskFull(
           f"no room to write checkpoint {os.path.join(self._manager.directory, f'ckpt-{step}')} "
-          f"({_first_line(e)}): it needs about {needed / 2**20:.1f} MiB free in {self._manager.directory}; "
+          f"({first_line(e)}): it needs about {needed / 2**20:.1f} MiB free in {self._manager.directory}; "
           + (f"the previous checkpoint {previous} is intact: free space and rerun the same command to resume"
              if previous else "free space and rerun the same command")) from None
     if not self.chief:
@@ -185,13 +185,6 @@ def _remove(path: str) -> None:
     tf.io.gfile.rmtree(path)
   elif tf.io.gfile.exists(path):
     tf.io.gfile.remove(path)
-
-
-def _first_line(error: BaseException) -> str:
-  text = getattr(error, "message", None) or str(error)
-  lines = [line for line in text.splitlines() if line.strip()]
-  line = lines[0] if lines else type(error).__name__
-  return re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
 
 
 class TerminationSignal:

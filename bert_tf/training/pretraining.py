@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
 import keras
 import tensorflow as tf
 from absl import logging
 
 from bert_tf.config import BertConfig
-from bert_tf.errors import DiskFull, is_disk_full
+from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
@@ -148,10 +147,7 @@ class PretrainingTask(trainer.Task):
       found = None
     if found:
       return found
-    message = getattr(error, "message", None) or str(error)
-    # TensorFlow opens with "{{function_node __wrapped__IteratorGetNext_...}} ", which says nothing to a user.
-    message = re.sub(r"^\{\{[^}]*\}\}\s*", "", message.strip())
-    return (message.splitlines() or [type(error).__name__])[0]
+    return first_line(error)
 
 
 def check_records(config: PretrainingConfig) -> None:
@@ -248,7 +244,7 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
       # export_encoder removed its temporaries; the training checkpoint is complete, so a rerun only exports.
       needed = 2 * sum(v.shape.num_elements() * 4 for v in run.model.encoder.variables)  # checkpoint + SavedModel
       raise DiskFull(f"no room to write the encoder under {config.output_dir} ({e.__class__.__name__}: "
-                     f"{str(e).strip().splitlines()[-1][:200]}): it needs about {needed / 2**20:.1f} MiB free; "
+                     f"{first_line(e)[:200]}): it needs about {needed / 2**20:.1f} MiB free; "
                      f"training finished and is saved in {run.checkpointer.latest()}: free space and rerun the "
                      "same command, which only writes the encoder") from None
   return result

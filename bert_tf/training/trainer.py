@@ -38,7 +38,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.errors import UserError, first_line
 from bert_tf.training import checkpointing, distribute, optimization
 
 
@@ -76,7 +76,7 @@ class Task:
   def input_error(self, error: Exception) -> str:
     """One line saying which input is bad, for an error TensorFlow raised while reading it mid-training
     (a corrupt record, say); tasks that know their files name the file and record."""
-    return checkpointing._first_line(error)  # pylint: disable=protected-access
+    return first_line(error)
 
 
 DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
