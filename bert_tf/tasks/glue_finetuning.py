@@ -31,7 +31,7 @@ from bert_tf.training import distribute, finetuning, handoff
 
 
 @dataclasses.dataclass
-class ClassifierConfig:
+class ClassifierConfig(finetuning.TaskRunConfig):
   """One GLUE run: the task's flags and the shared fine-tuning ones (`finetuning`)."""
 
   task_name: str
@@ -87,17 +87,6 @@ class ClassifierConfig:
     if not self.do_train and not _is_classifier_dir(self.finetuning.init_checkpoint):
       raise ValueError(_NEEDS_CLASSIFIER)
     return task
-
-  @property
-  def config_source(self) -> str | None:
-    """The bert_config.json the BERT config came from, when known (for messages)."""
-    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
-                                                            self.finetuning.init_checkpoint)
-
-  @property
-  def dynamic_padding_on(self) -> bool:
-    """--dynamic_padding, except on TPUs, which need static shapes."""
-    return self.dynamic_padding and self.finetuning.distribution_strategy != "tpu"
 
   @property
   def searching(self) -> bool:
@@ -239,7 +228,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     info, _ = feature_file(config, task, "train", tokenizer, say, inputs)
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-        dynamic_padding=config.dynamic_padding_on, length_multiple=8 if ft.jit_compile else 1)
+        dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
     start = time.perf_counter()
     run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source)
     seconds = time.perf_counter() - start

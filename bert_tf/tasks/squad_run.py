@@ -49,7 +49,7 @@ SHUFFLE_SEED = 12345
 
 
 @dataclasses.dataclass
-class SquadConfig:
+class SquadConfig(finetuning.TaskRunConfig):
   """One SQuAD run: google-research's run_squad.py flags (same names and defaults) and the shared fine-tuning
   ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...)."""
 
@@ -102,20 +102,6 @@ class SquadConfig:
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_predict/--do_eval without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
-
-  @property
-  def config_source(self) -> str | None:
-    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
-                                                            self.finetuning.init_checkpoint)
-
-  @property
-  def dynamic_padding_on(self) -> bool:
-    """--dynamic_padding, except on TPUs, which need static shapes."""
-    return self.dynamic_padding and self.finetuning.distribution_strategy != "tpu"
-
-  @property
-  def length_multiple(self) -> int:
-    return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
 
 
 def is_model_dir(path: str | None) -> bool:

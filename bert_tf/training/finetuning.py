@@ -76,6 +76,26 @@ class FinetuningConfig:
                                    self.gcp_project)
 
 
+class TaskRunConfig:
+  """What every task's run configuration (GLUE's ClassifierConfig, SQuAD's SquadConfig) derives alike from its
+  `finetuning` (a FinetuningConfig), `bert_config_file` and `dynamic_padding` fields."""
+
+  @property
+  def config_source(self) -> str | None:
+    """The bert_config.json the BERT config came from, when known (for messages)."""
+    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
+                                                            self.finetuning.init_checkpoint)
+
+  @property
+  def dynamic_padding_on(self) -> bool:
+    """--dynamic_padding, except on TPUs, which need static shapes."""
+    return self.dynamic_padding and self.finetuning.distribution_strategy != "tpu"
+
+  @property
+  def length_multiple(self) -> int:
+    return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
+
+
 # -- The pretrained encoder -----------------------------------------------------------------------------------
 
 
