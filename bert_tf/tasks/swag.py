@@ -1,0 +1,167 @@
+"""SWAG (Zellers et al., 2018): the official CSV files -> examples -> four encoded sequences per example.
+
+The release (github.com/rowanz/swagaf, `data/`) is `train.csv`, `val.csv` and `test.csv`, written by pandas: a
+header line, a leading unnamed index column, then `video-id`, `fold-ind`, `startphrase`, `sent1`, `sent2`,
+`gold-source`, `ending0`..`ending3` and `label` (0-3, the true ending; `test.csv` has no label column). Fields
+that hold a comma or a quote are quoted, `"` doubled inside them: standard CSV, which is how we read it (unlike
+GLUE's unquoted TSVs). Columns are found by their names in the header, so a file with the columns in another
+order still reads right, and a file that is not a SWAG file fails at line 1 naming what it lacks.
+
+An example's id is the index column's value (what test predictions are keyed by). The paper (section 4.4)
+scores each of the four endings with the context: sequence i of an example is
+
+  [CLS] sent1 [SEP] sent2 + " " + ending_i [SEP]
+
+(`sent2` is the first words of the next sentence, which every ending continues), each truncated to
+max_seq_length by google-research's `_truncate_seq_pair` (`classification.truncate_lengths`), as a GLUE pair.
+
+Bad input fails before any work, naming the file and line: a row with the wrong number of fields (an unclosed
+quote shows as one that runs on over the following lines), an empty ending, a label that is not 0-3, bytes that
+are not UTF-8, an empty file.
+
+Pure Python (no TensorFlow), except that `encode_example` uses `classification.encode`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+from collections.abc import Iterator
+
+from bert_tf import fileio
+from bert_tf.data import text_io
+
+NUM_CHOICES = 4
+ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
+INDEX_COLUMN = ""  # pandas writes the index column's name as an empty field
+LABEL_COLUMN = "label"
+SPLITS = {"train": "train.csv", "val": "val.csv", "test": "test.csv"}
+_TEXT_COLUMNS = ("sent1", "sent2", *ENDING_COLUMNS)
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagExample:
+  """One row of a SWAG file.
+
+  guid: the leading index column's value, as written ("0", "1", ...).
+  sent1: the context sentence; sent2: the opening words of the next one, which each ending completes.
+  endings: the four candidate endings, in column order.
+  label: the index of the true ending, 0-3; None for test.csv.
+  """
+  guid: str
+  sent1: str
+  sent2: str
+  endings: tuple[str, ...]
+  label: int | None
+
+  def pairs(self) -> list[tuple[str, str]]:
+    """The four (first, second) texts the model reads: (sent1, sent2 + " " + ending_i)."""
+    return [(self.sent1, f"{self.sent2} {ending}") for ending in self.endings]
+
+
+@dataclasses.dataclass
+class SwagReadResult:
+  examples: list[SwagExample]
+  path: str
+
+
+def split_path(data_dir: str, split: str) -> str:
+  """`data_dir`/train.csv, val.csv or test.csv for split "train", "val" or "test"."""
+  if split not in SPLITS:
+    raise ValueError(f"split {split!r} is not a SWAG split; choose one of {', '.join(SPLITS)}")
+  return os.path.join(data_dir, SPLITS[split])
+
+
+def _records(path: str) -> Iterator[tuple[int, int, list[str]]]:
+  """Yields (first line, last line, fields) per CSV record, 1-based line numbers; blank lines are skipped."""
+
+  def lines() -> Iterator[str]:
+    try:
+      f = text_io.open_binary(path)
+    except FileNotFoundError:
+      raise
+    except OSError as e:  # Permission denied, a directory, ...
+      raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
+    with f:
+      for number, raw in enumerate(f, start=1):
+        try:
+          # utf-8-sig drops a byte-order mark (an editor's re-save); on later lines it is plain UTF-8.
+          yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+          raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); the "
+                           "SWAG files are UTF-8: download them again") from None
+
+  reader = csv.reader(lines())
+  while True:
+    first = reader.line_num + 1
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except csv.Error as e:
+      raise ValueError(f"{path}:{first}: not a CSV row ({e}); repair or delete that line, or download the file "
+                       "again") from None
+    if row:
+      yield first, reader.line_num, row
+
+
+def read_examples(path: str, has_labels: bool) -> SwagReadResult:
+  """Reads a SWAG CSV file (local, gs:// or gzip): train.csv and val.csv with `has_labels`, test.csv without.
+
+  Raises FileNotFoundError for a missing file; ValueError naming path:line for an empty file, a header without
+  SWAG's columns, a row whose field count differs from the header's, an empty ending, a label that is not 0-3,
+  or bytes that are not UTF-8.
+  """
+  if not fileio.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: --data_dir should be a folder of the SWAG release (its "
+                            f"data/ folder), which holds {', '.join(SPLITS.values())}")
+  records = _records(path)
+  header = next(records, None)
+  if header is None:
+    raise ValueError(f"{path}:1: the file is empty; download the SWAG data again")
+  header_line, _, names = header
+  wanted = (INDEX_COLUMN, *_TEXT_COLUMNS) + ((LABEL_COLUMN,) if has_labels else ())
+  missing = [name for name in wanted if name not in names]
+  if missing:
+    shown = ", ".join("the unnamed index column" if m == INDEX_COLUMN else repr(m) for m in missing)
+    raise ValueError(f"{path}:{header_line}: the header has no {shown} (it reads {','.join(names)!r}); is this a SWAG file "
+                     f"({'train.csv or val.csv' if has_labels else 'test.csv'}) of the official release?")
+  column = {name: names.index(name) for name in wanted}
+  examples = []
+  for first, last, row in records:
+    if len(row) != len(names):
+      runs_on = (f" (the row runs on to line {last}: is a quote left open?)" if last > first else "")
+      raise ValueError(f"{path}:{first}: {len(row)} comma-separated fields, expected {len(names)} as in the "
+                       f"header{runs_on}; repair or delete that row, or download the file again")
+    for name in ENDING_COLUMNS:
+      if not row[column[name]].strip():
+        raise ValueError(f"{path}:{first}: {name} is empty; every SWAG example has four endings: repair or "
+                         "delete that row")
+    label = None
+    if has_labels:
+      text = row[column[LABEL_COLUMN]]
+      if text not in {str(i) for i in range(NUM_CHOICES)}:
+        raise ValueError(f"{path}:{first}: label {text!r} is not one of 0-{NUM_CHOICES - 1} (the index of the "
+                         "true ending); repair or delete that row")
+      label = int(text)
+    examples.append(SwagExample(guid=row[column[INDEX_COLUMN]], sent1=row[column["sent1"]],
+                                sent2=row[column["sent2"]],
+                                endings=tuple(row[column[name]] for name in ENDING_COLUMNS), label=label))
+  if not examples:
+    raise ValueError(f"{path}: holds a header but no examples; download the SWAG data again")
+  return SwagReadResult(examples=examples, path=path)
+
+
+def read_split(data_dir: str, split: str) -> SwagReadResult:
+  """`read_examples` of `split` ("train", "val" or "test") in `data_dir`; only test is read without labels."""
+  return read_examples(split_path(data_dir, split), has_labels=split != "test")
+
+
+def encode_example(tokenizer, example: SwagExample, max_seq_length: int) -> list:
+  """The four sequences of `example` -> four `classification.EncodedExample`s of `max_seq_length` ids.
+  `tokenizer` is a `FullTokenizer`."""
+  from bert_tf.tasks.classification import encode
+
+  return [encode(tokenizer, first, second, max_seq_length) for first, second in example.pairs()]
+
