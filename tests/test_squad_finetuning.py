@@ -230,9 +230,12 @@ def test_dynamic_padding_gives_the_logits_of_full_padding_and_predict_returns_th
   mask = np.array([f.input_mask for f in chosen], bool)
   np.testing.assert_allclose(predicted[:, 0][mask], direct["start_logits"].numpy()[mask], atol=1e-5)
   np.testing.assert_allclose(predicted[:, 1][mask], direct["end_logits"].numpy()[mask], atol=1e-5)
-  past = np.arange(T)[None] >= np.array([[max(sum(f.input_mask) for f in chosen[i // 4 * 4:i // 4 * 4 + 4])]
-                                         for i in range(len(chosen))])
-  assert past.any() and (predicted[:, 0][past] == sf.PAD_LOGIT).all()
+  # Every padded position is masked, those inside a batch's longest window as well as those past it.
+  assert (~mask).any() and (predicted[:, 0][~mask] == sf.PAD_LOGIT).all()
+  assert (predicted[:, 1][~mask] == sf.PAD_LOGIT).all()
+  inside = ~mask & (np.arange(T)[None] < np.array([[max(sum(f.input_mask) for f in chosen[i // 4 * 4:i // 4 * 4 + 4])]
+                                                  for i in range(len(chosen))]))
+  assert inside.any()  # The batches mix lengths, so the mask had work to do inside them.
 
 
 def test_the_trainer_lowers_the_loss_and_checkpoints_the_encoder(windows, tmp_path):

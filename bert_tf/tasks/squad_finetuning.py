@@ -218,12 +218,17 @@ class BertSpanLabeler(BertConfigModel, keras.Model):
 
 
 def squad_predictions(model: BertSpanLabeler, max_seq_length: int) -> Callable:
-  """`model` as `finetuning.predict` runs it: features -> float32 [B, 2, T] (start, end logits), padded back to
-  `max_seq_length` with `PAD_LOGIT` after a dynamically padded batch, so the batches concatenate to [N, 2, T]."""
+  """`model` as `finetuning.predict` runs it: features -> float32 [B, 2, T] (start, end logits), every padded
+  position at `PAD_LOGIT` (and padded back to `max_seq_length` after a dynamically padded batch, so the batches
+  concatenate to [N, 2, T]). google-research scores padded positions too; masking them makes the answers
+  independent of how windows are batched and padded."""
 
   def call(features, training=False):
     outputs = model(features, training=training)
     logits = tf.stack([outputs["start_logits"], outputs["end_logits"]], axis=1)  # [B, 2, T']
+    # Padded positions of a batch's shorter windows too: their logits are untrained and depend on how the
+    # batch was padded, and they could take places in a window's top n_best_size.
+    logits = tf.where(features["input_mask"][:, tf.newaxis, :] > 0, logits, PAD_LOGIT)
     return tf.pad(logits, [[0, 0], [0, 0], [0, max_seq_length - tf.shape(logits)[2]]], constant_values=PAD_LOGIT)
 
   return call

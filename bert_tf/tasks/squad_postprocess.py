@@ -150,7 +150,7 @@ def _logits(results: Mapping[int, tuple[np.ndarray, np.ndarray]], feature: squad
   return start.tolist(), end.tolist(), np.argsort(-start, kind="stable"), np.argsort(-end, kind="stable")
 
 
-def _check_sizes(n_best_size: int, max_answer_length: int) -> None:
+def check_sizes(n_best_size: int, max_answer_length: int) -> None:
   if n_best_size < 1:
     raise ValueError(f"--n_best_size={n_best_size}: must be at least 1 (answers kept per question)")
   if max_answer_length < 1:
@@ -170,7 +170,7 @@ def postprocess(examples: Sequence[squad.SquadExample], features: Iterable[squad
   do_lower_case: the tokenizer's (used to align answer texts with the context, see `final_text`).
   Raises ValueError for bad sizes, and for missing, misshapen or non-finite logits (naming the feature).
   """
-  _check_sizes(n_best_size, max_answer_length)
+  check_sizes(n_best_size, max_answer_length)
   by_example: dict[int, list[squad.SquadFeatures]] = collections.defaultdict(list)
   for feature in features:
     by_example[feature.example_index].append(feature)

@@ -91,7 +91,7 @@ class SquadConfig(finetuning.TaskRunConfig):
     if self.predicting and not self.predict_file:
       raise ValueError("--do_predict/--do_eval need --predict_file (e.g. dev-v1.1.json)")
     squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
-    squad_postprocess._check_sizes(self.n_best_size, self.max_answer_length)  # pylint: disable=protected-access
+    squad_postprocess.check_sizes(self.n_best_size, self.max_answer_length)
     bert = self.finetuning.bert_config
     if self.max_seq_length > bert.max_position_embeddings:
       raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
