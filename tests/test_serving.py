@@ -482,3 +482,180 @@ def test_saved_model_cli_runs_with_tensorflow_text_imported(exported, tmp_path, 
   expected = softmax(exported["nli"][0](features, training=False).numpy())
   np.testing.assert_allclose(np.load(outdir / "probabilities.npy"), expected, atol=1e-5, rtol=0)
   assert np.load(outdir / "label_id.npy").tolist() == expected.argmax(axis=-1).tolist()
+
+
+# -- export_servable: any task's module ------------------------------------------------------------------------
+
+
+class WordServer(tf.Module):
+  """A servable with no BERT and core ops only, shaped like SQuAD's: `serving_default` takes question and
+  context strings [B] and answers `answer` (the question upper-cased) string [B], `words` (the context's word
+  count + offset, a variable) int32 [B] and `tokens` (the context's words, padded with "") string [B, W];
+  `count` takes text [B] and answers its word counts int32 [B]."""
+
+  def __init__(self, offset: int = 0):
+    super().__init__(name="word_server")
+    self.offset = tf.Variable(offset, dtype=tf.int32, name="offset")
+    self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="question"),
+                                                           tf.TensorSpec([None], tf.string, name="context")])
+    self.count = tf.function(self._count, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+
+  def _serve(self, question, context):
+    words = tf.strings.split(context)  # ragged [B, (W)]
+    return {"answer": tf.strings.upper(question),
+            "words": tf.cast(words.row_lengths(), tf.int32) + self.offset,
+            "tokens": words.to_tensor("")}
+
+  def _count(self, text):
+    return {"words": tf.cast(tf.strings.split(text).row_lengths(), tf.int32)}
+
+
+WORD_WARMUP = [{"question": "who ran?", "context": "the dog ran"}, {"question": "why", "context": "fox"}]
+WORD_MANIFEST = {"task": "words", "task_kind": "squad", "max_answer_length": 7}
+
+
+def export_words(export_dir: str, version: int | None = None, offset: int = 10, **kwargs) -> str:
+  server = WordServer(offset)
+  args = {"warmup_instances": WORD_WARMUP, "manifest": WORD_MANIFEST} | kwargs
+  return serving.export_servable(server, {"serving_default": server.serve, "count": server.count}, export_dir,
+                                 "words", version, **args)
+
+
+@pytest.fixture(scope="module")
+def word_export(tmp_path_factory):
+  root = tmp_path_factory.mktemp("words")
+  return export_words(str(root / "export"), vocab_file=write_vocab(root))
+
+
+def test_export_servable_layout_and_manifest(word_export):
+  model_dir = os.path.dirname(word_export)
+  assert os.path.basename(word_export) == "1" and os.listdir(model_dir) == ["1"]
+  assert {"saved_model.pb", "variables", "assets.extra"} <= set(os.listdir(word_export))
+  assert sorted(os.listdir(os.path.join(word_export, "assets.extra"))) == [
+      "bert_tf_manifest.json", "tf_serving_warmup_requests", "vocab.txt"]
+  with open(os.path.join(word_export, "assets.extra", "vocab.txt")) as f:
+    assert f.read().split() == VOCAB
+  manifest = serving.read_manifest(word_export)
+  assert set(manifest) == set(serving.COMMON_MANIFEST_KEYS) | set(WORD_MANIFEST)
+  assert {k: manifest[k] for k in WORD_MANIFEST} == WORD_MANIFEST
+  assert list(manifest)[:5] == ["model_name", "version", "task", "task_kind", "max_answer_length"]
+  assert (manifest["model_name"], manifest["version"], manifest["warmup_records"]) == ("words", 1, 3)
+  assert manifest["vocab_file"] == "assets.extra/vocab.txt"
+  assert manifest["signatures"] == {
+      "serving_default": {
+          "inputs": {"context": {"dtype": "string", "shape": [-1]}, "question": {"dtype": "string", "shape": [-1]}},
+          "outputs": {"answer": {"dtype": "string", "shape": [-1]}, "tokens": {"dtype": "string", "shape": [-1, -1]},
+                      "words": {"dtype": "int32", "shape": [-1]}}},
+      "count": {"inputs": {"text": {"dtype": "string", "shape": [-1]}},
+                "outputs": {"words": {"dtype": "int32", "shape": [-1]}}}}
+  # Core ops only: nothing for the server to link in, and the note says so rather than naming tensorflow-text.
+  assert manifest["custom_ops"] == [] and "core TensorFlow" in manifest["note"]
+  assert manifest["tensorflow"] == tf.__version__ and manifest["serving_image"] == f"tensorflow/serving:{tf.__version__}"
+  # The variable is saved and restored: 10 is added to each count.
+  loaded = tf.saved_model.load(word_export)
+  out = loaded.signatures["serving_default"](question=tf.constant(["a b"]), context=tf.constant(["x y z"]))
+  assert out["words"].numpy().tolist() == [13] and out["answer"].numpy().tolist() == [b"A B"]
+
+
+def test_export_servable_warmup_requests(word_export):
+  requests = _warmup_requests(word_export)
+  expected = [[WORD_WARMUP[0]], [WORD_WARMUP[1]], WORD_WARMUP]
+  assert len(requests) == len(expected)
+  for request, batch in zip(requests, expected):
+    assert (request.model_spec.name, request.model_spec.signature_name) == ("words", "serving_default")
+    assert set(request.inputs) == {"question", "context"}
+    for name in ("question", "context"):
+      assert request.inputs[name].dtype == tf.string.as_datatype_enum
+      assert [s.decode() for s in tf.make_ndarray(request.inputs[name])] == [b[name] for b in batch]
+
+
+def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(tmp_path, monkeypatch):
+  """While the version is being written, the model folder holds only a hidden, non-numeric name (what TF
+  Serving ignores); then the version appears whole. Exporting again takes the next version; an existing one is
+  refused."""
+  export_dir = str(tmp_path / "export")
+  model_dir = os.path.join(export_dir, "words")
+  seen = []
+  write = serving.write_warmup_requests
+
+  def spy(path, *args, **kwargs):
+    seen.append((path, sorted(os.listdir(model_dir))))
+    return write(path, *args, **kwargs)
+
+  monkeypatch.setattr(serving, "write_warmup_requests", spy)
+  first = export_words(export_dir)
+  (path, listing), = seen
+  writing = os.path.relpath(path, model_dir).split(os.sep)[0]
+  assert listing == [writing] and writing.startswith(".1.tmp-") and not any(n.isdigit() for n in listing)
+  assert first == os.path.join(model_dir, "1") and os.listdir(model_dir) == ["1"]
+
+  # The next version, its warmup requests calling another signature, with no vocabulary.
+  second = export_words(export_dir, warmup_instances=[{"text": "a b"}], warmup_signature="count")
+  assert second == os.path.join(model_dir, "2") and sorted(os.listdir(model_dir)) == ["1", "2"]
+  assert seen[1][1][0].startswith(".2.tmp-") and seen[1][1][1:] == ["1"]
+  (request,) = _warmup_requests(second)
+  assert request.model_spec.signature_name == "count" and set(request.inputs) == {"text"}
+  manifest = serving.read_manifest(second)
+  assert manifest["version"] == 2 and manifest["warmup_records"] == 1 and "vocab_file" not in manifest
+  assert sorted(os.listdir(os.path.join(second, "assets.extra"))) == ["bert_tf_manifest.json",
+                                                                      "tf_serving_warmup_requests"]
+  with pytest.raises(ValueError, match=r"words/2 already exists and TF Serving may be serving it"):
+    export_words(export_dir, version=2)
+  assert sorted(os.listdir(model_dir)) == ["1", "2"] and len(seen) == 2
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"model_name": "a/b"}, "model_name='a/b': give a plain folder name"),
+    ({"model_name": ".hidden"}, "model_name='.hidden'"),
+    ({"model_name": ""}, "model_name=''"),
+    ({"version": 0}, "version=0: must be a positive integer"),
+    ({"version": "2"}, "version='2'"),
+    ({"version": True}, "version=True"),
+    ({"manifest": {"task_kind": "squad"}}, "manifest: needs a non-empty string 'task'"),
+    ({"manifest": {"task": "words"}}, "manifest: needs a non-empty string 'task_kind'"),
+    ({"manifest": {"task": "words", "task_kind": ""}}, "'task_kind'"),
+    ({"manifest": WORD_MANIFEST | {"version": 3}}, r"manifest: \['version'\] are computed by the export"),
+    ({"manifest": WORD_MANIFEST | {"labels": {1, 2}}}, "manifest: not JSON-serializable"),
+    ({"warmup_signature": "other"}, r"signatures \['count', 'serving_default'\]: no 'other'"),
+    ({"warmup_instances": []}, "warmup_instances: give a non-empty list"),
+    ({"warmup_instances": [{"question": "a"}]},
+     r"warmup_instances 0: has inputs \['question'\] but the signature takes \['context', 'question'\]; "
+     r"missing \['context'\]"),
+    ({"warmup_instances": [{"question": "a", "context": "b", "text": "c"}]}, r"unexpected \['text'\]"),
+    ({"warmup_instances": [{"question": 1, "context": "b"}]}, "warmup_instances: 'serving_default' fails on them"),
+    ({"vocab_file": "/nonexistent/vocab.txt"}, "vocab_file=/nonexistent/vocab.txt: no such file"),
+])
+def test_export_servable_rejects_bad_arguments_before_writing(tmp_path, change, error):
+  server = WordServer()
+  args = {"server": server, "signatures": {"serving_default": server.serve, "count": server.count},
+          "export_dir": str(tmp_path), "model_name": "words", "version": None, "warmup_instances": WORD_WARMUP,
+          "manifest": WORD_MANIFEST} | change
+  with pytest.raises((ValueError, FileNotFoundError), match=error):
+    serving.export_servable(**args)
+  assert not os.listdir(tmp_path)
+
+
+def test_check_warmup_instances():
+  names = ["question", "context"]
+  assert serving.check_warmup_instances([{"question": "a", "context": "b", "x": None}], names) == [
+      {"question": "a", "context": "b"}]
+  assert serving.check_warmup_instances([{"ids": [1, 2]}, {"ids": [3, 4]}]) == [{"ids": [1, 2]}, {"ids": [3, 4]}]
+  with pytest.raises(ValueError, match=r"warmup_instances 1: has inputs \['question'\] but the signature takes"):
+    serving.check_warmup_instances([{"question": "a", "context": "b"}, {"question": "c"}], names)
+  with pytest.raises(ValueError, match=r"warmup_instances 1: 'ids' has shape \[3\] but warmup_instances 0's has "
+                     r"\[2\]"):
+    serving.check_warmup_instances([{"ids": [1, 2]}, {"ids": [3, 4, 5]}])
+  with pytest.raises(ValueError, match=r"warmup_instances 0 'ids': a ragged list"):
+    serving.check_warmup_instances([{"ids": [[1], [2, 3]]}])
+  with pytest.raises(ValueError, match="warmup_instances 0 'x': dict is not an input value"):
+    serving.check_warmup_instances([{"x": {"a": 1}}])
+  with pytest.raises(ValueError, match="warmup_instances 0: str, not a dict"):
+    serving.check_warmup_instances(["question"])
+  assert len(serving.check_warmup_instances([{"t": "a"}] * 999)) == 999  # 999 + the batch: TF Serving's 1,000
+  with pytest.raises(ValueError, match="1000 warmup examples make 1001 requests; TF Serving reads at most 1000"):
+    serving.check_warmup_instances([{"t": "a"}] * 1000)
+
+
+def test_classifier_manifest_names_its_task_kind(exported):
+  assert serving.read_manifest(exported["nli"][2])["task_kind"] == "classification"
+  assert serving.read_manifest(exported["sts"][2])["task_kind"] == "regression"

@@ -1,9 +1,11 @@
-"""Client helpers for a classifier exported by `bert_tf.export.serving`: requests for TensorFlow Serving's REST
-and gRPC APIs, sending them, and running the SavedModel in this process instead.
+"""Client helpers for any model exported by `bert_tf.export.serving`: requests for TensorFlow Serving's REST and
+gRPC APIs, sending them, and running the SavedModel in this process instead.
 
-An instance is one example as a dict of the signature's inputs, e.g. {"sentence1": "...", "sentence2": "..."}
-(sentence2 only for pair tasks). Results are one dict per instance: {"probabilities": [K floats],
-"label_id": int, "label": str} for classification, {"score": float} for regression.
+An instance is one example as a dict of the signature's inputs: strings, numbers or (nested, rectangular) lists
+of them, e.g. {"sentence1": "...", "sentence2": "..."} for a classifier (sentence2 only for pair tasks) or
+{"question": "...", "context": "..."} for SQuAD. Results are one dict per instance, output name -> value: e.g.
+{"probabilities": [K floats], "label_id": int, "label": str} for classification, {"score": float} for
+regression; an output of shape [B, ...] gives each instance its [...] part, strings decoded.
 
 TensorFlow is imported only inside the functions that need it (gRPC tensors, running locally): building and
 posting a REST request needs only the standard library, so a REST client starts in milliseconds.
@@ -22,6 +24,8 @@ from typing import Any, Mapping, Sequence
 DEFAULT_SIGNATURE = "serving_default"
 REST_PORT = 8501  # TF Serving's defaults (--rest_api_port, --port), also what its Docker image publishes.
 GRPC_PORT = 8500
+TEXT_INPUTS = ("sentence1", "sentence2")  # The classifier's text inputs (serving.TEXT_INPUTS).
+MANIFEST_PATH = os.path.join("assets.extra", "bert_tf_manifest.json")  # Where serving.py writes it.
 
 
 class ServingError(RuntimeError):
@@ -49,35 +53,129 @@ def _columns(instances: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
   return {name: [instance[name] for instance in cleaned] for name in cleaned[0]}
 
 
-def read_instances(path: str) -> list[dict[str, str]]:
-  """Examples from a file: JSON lines with "sentence1" (and "sentence2"), or TSV with one or two columns
-  (no header). JSON lines are recognised by a first non-blank line starting with "{"."""
+def _shape(value: Any, where: str) -> tuple[int, ...]:
+  """The shape of a string, number or nested list; ValueError for other types and ragged lists."""
+  if isinstance(value, (str, bytes, bool, int, float)):
+    return ()
+  if isinstance(value, (list, tuple)):
+    shapes = {_shape(v, where) for v in value}
+    if len(shapes) > 1:
+      raise ValueError(f"{where}: a ragged list (items of shapes {sorted(shapes)}); a request holds dense "
+                       "tensors, so give lists of equal lengths")
+    return (len(value),) + (shapes.pop() if shapes else ())
+  raise ValueError(f"{where}: {type(value).__name__} is not an input value; give a string, a number or a list")
+
+
+def check_instances(instances: Sequence[Mapping[str, Any]], input_names: Sequence[str] | None = None,
+                    what: str = "instance") -> list[dict[str, Any]]:
+  """`instances` checked before anything is sent or run, and returned without None values.
+
+  Every instance must give the same inputs - exactly `input_names` when given (a signature's inputs) - each a
+  string, a number or a list of them, and each input the same shape in every instance: a batch is sent as one
+  tensor per input, [B] for scalars, [B, ...] for lists. `what` names the instances in errors
+  ("warmup_instances", "--instance", ...).
+  """
+  if isinstance(instances, Mapping) or not isinstance(instances, Sequence) or not instances:
+    raise ValueError(f"{what}: give a non-empty list of examples (dicts of input name -> value)")
+  for i, instance in enumerate(instances):
+    if not isinstance(instance, Mapping):
+      raise ValueError(f"{what} {i}: {type(instance).__name__}, not a dict of input name -> value")
+  cleaned = [{k: v for k, v in instance.items() if v is not None} for instance in instances]
+  expected = set(input_names) if input_names is not None else set(cleaned[0])
+  for i, instance in enumerate(cleaned):
+    if set(instance) != expected:
+      missing, extra = sorted(expected - set(instance)), sorted(set(instance) - expected)
+      source = "the signature takes" if input_names is not None else f"{what} 0 has"
+      raise ValueError(f"{what} {i}: has inputs {sorted(instance)} but {source} {sorted(expected)}"
+                       + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
+  for name in sorted(expected):
+    shapes = [_shape(instance[name], f"{what} {i} {name!r}") for i, instance in enumerate(cleaned)]
+    for i, shape in enumerate(shapes):
+      if shape != shapes[0]:
+        raise ValueError(f"{what} {i}: {name!r} has shape {list(shape)} but {what} 0's has {list(shapes[0])}; "
+                         "a batch is one tensor per input, so give it the same shape in every example")
+  return cleaned
+
+
+def read_instances(path: str, input_names: Sequence[str] | None = None) -> list[dict[str, str]]:
+  """Examples from a file.
+
+  Without `input_names` (the classifier): JSON lines with "sentence1" (and "sentence2"; other keys are
+  ignored), or TSV with one or two columns (no header). JSON lines are recognised by a first non-blank line
+  starting with "{". The same when `input_names` are a classifier's (sentence1 [, sentence2]), with each
+  example checked to give exactly those.
+
+  With other `input_names` (a task's signature inputs, e.g. ("question", "context")): JSON lines, one object
+  per example with exactly those keys, string values. Errors name the file and line.
+  """
   with open(path, encoding="utf-8") as f:
     lines = [line.rstrip("\n").rstrip("\r") for line in f]
   numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
   if not numbered:
     raise ValueError(f"--input_file={path}: holds no examples")
+  if input_names is not None and not set(input_names) <= set(TEXT_INPUTS):
+    return [_read_json_instance(path, n, line, input_names) for n, line in numbered]
   instances = []
   if numbered[0][1].lstrip().startswith("{"):
     for n, line in numbered:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{n}: not a JSON object ({e.msg}); give one object per line") from None
-      if not isinstance(record, dict) or not isinstance(record.get("sentence1"), str):
+      record = _json_object(path, n, line)
+      if not isinstance(record.get("sentence1"), str):
         raise ValueError(f'{path}:{n}: needs a "sentence1" string (and optionally "sentence2")')
       if not isinstance(record.get("sentence2", ""), str):
         raise ValueError(f'{path}:{n}: "sentence2" must be a string')
-      instances.append({k: record[k] for k in ("sentence1", "sentence2") if k in record})
+      instances.append({k: record[k] for k in TEXT_INPUTS if k in record})
   else:
     for n, line in numbered:
       fields = line.split("\t")
       if len(fields) > 2:
         raise ValueError(f"{path}:{n}: {len(fields)} tab-separated columns; give sentence1 and optionally "
                          "sentence2 (two columns at most)")
-      instances.append(dict(zip(("sentence1", "sentence2"), fields)))
+      instances.append(dict(zip(TEXT_INPUTS, fields)))
+  if input_names is not None:
+    for (n, _), instance in zip(numbered, instances):
+      if set(instance) != set(input_names):
+        raise ValueError(f"{path}:{n}: gives {sorted(instance)} but the model takes {sorted(input_names)}"
+                         + (" (a pair task: give sentence2 too)" if len(input_names) == 2 else ""))
   _clean(instances)
   return instances
+
+
+def guess_input_names(path: str) -> list[str] | None:
+  """The keys of the first example of a JSON-lines file, when it is not a classifier's (no "sentence1"): the
+  input names to read it with (`read_instances`) for a client that cannot ask the model, such as one of a
+  server. None for TSV, classifier files and a first line that is not a JSON object (`read_instances` then
+  says what is wrong with it)."""
+  with open(path, encoding="utf-8") as f:
+    first = next((line for line in f if line.strip()), "")
+  try:
+    record = json.loads(first)
+  except json.JSONDecodeError:
+    return None
+  if not isinstance(record, dict) or not record or "sentence1" in record:
+    return None
+  return sorted(record)
+
+
+def _json_object(path: str, n: int, line: str) -> dict[str, Any]:
+  try:
+    record = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}:{n}: not a JSON object ({e.msg}); give one object per line") from None
+  if not isinstance(record, dict):
+    raise ValueError(f"{path}:{n}: a JSON {type(record).__name__}, not an object; give one object per line")
+  return record
+
+
+def _read_json_instance(path: str, n: int, line: str, input_names: Sequence[str]) -> dict[str, str]:
+  record = _json_object(path, n, line)
+  missing, extra = sorted(set(input_names) - set(record)), sorted(set(record) - set(input_names))
+  if missing or extra:
+    raise ValueError(f"{path}:{n}: the model takes exactly {sorted(input_names)}"
+                     + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
+  for name in input_names:
+    if not isinstance(record[name], str):
+      raise ValueError(f"{path}:{n}: {name!r} must be a string, not {type(record[name]).__name__}")
+  return {name: record[name] for name in input_names}
 
 
 # -- REST -----------------------------------------------------------------------------------------------------
@@ -128,21 +226,41 @@ def post_rest(url: str, body: Mapping[str, Any], timeout: float = 30.0) -> dict:
                           f"its REST port (default {REST_PORT}) published?") from None
 
 
-def rows_from_rest(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+def rows_from_rest(response: Mapping[str, Any], output_name: str = "score") -> list[dict[str, Any]]:
   """A REST predict answer -> one dict per instance. TF Serving answers a one-output signature with bare
-  values; the only such signature exported here is regression's, whose output is `score`."""
+  values, which are named `output_name` here: a classifier's one-output signature is regression's, `score`."""
   if "predictions" not in response:
     raise ServingError(f"unexpected answer (no 'predictions'): {json.dumps(response)[:500]}")
-  return [row if isinstance(row, dict) else {"score": row} for row in response["predictions"]]
+  return [row if isinstance(row, dict) else {output_name: row} for row in response["predictions"]]
 
 
 # -- gRPC -----------------------------------------------------------------------------------------------------
 
 
+def _dtype_name(values: Sequence[Any]) -> str:
+  """The tensor dtype for a column of instance values: strings, bools, floats if any value is one, else int32
+  (the dtype of every integer input exported here: the `encoded` signature's ids)."""
+  leaves, stack = [], list(values)
+  while stack:
+    value = stack.pop()
+    if isinstance(value, (list, tuple)):
+      stack.extend(value)
+    else:
+      leaves.append(value)
+  if any(isinstance(v, (str, bytes)) for v in leaves) or not leaves:
+    return "string"
+  if all(isinstance(v, bool) for v in leaves):
+    return "bool"
+  return "float32" if any(isinstance(v, float) for v in leaves) else "int32"
+
+
 def grpc_request(model_name: str, texts: Sequence[Mapping[str, Any]], signature_name: str = DEFAULT_SIGNATURE,
-                 version: int | None = None):
+                 version: int | None = None, dtypes: Mapping[str, Any] | None = None):
   """A `predict_pb2.PredictRequest` for `texts`, instances as for `rest_request`: each input becomes one
-  tensor over the batch, tf.string [B] for text (int32 [B, L] for the `encoded` signature's ids)."""
+  tensor over the batch, tf.string [B] for text (int32 [B, L] for the `encoded` signature's ids).
+
+  `dtypes` (input name -> tf.DType or its name, e.g. a signature's) overrides the dtype guessed from the values
+  (strings -> string, floats -> float32, other numbers -> int32)."""
   import tensorflow as tf
   from tensorflow_serving.apis import predict_pb2
 
@@ -152,7 +270,7 @@ def grpc_request(model_name: str, texts: Sequence[Mapping[str, Any]], signature_
   if version is not None:
     request.model_spec.version.value = int(version)
   for name, values in _columns(texts).items():
-    dtype = tf.string if isinstance(values[0], (str, bytes)) else tf.int32
+    dtype = tf.dtypes.as_dtype((dtypes or {}).get(name) or _dtype_name(values))
     request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=dtype))
   return request
 
@@ -198,7 +316,11 @@ def _python(value):
 
 
 def _rows(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
-  """Batched outputs {name: array [B, ...]} -> B dicts of Python values (strings decoded)."""
+  """Batched outputs {name: array [B, ...]} of any rank >= 1 and dtype -> B dicts of Python values (strings
+  decoded, [...] parts as nested lists)."""
+  scalars = sorted(name for name, values in outputs.items() if not getattr(values, "shape", (None,)))
+  if scalars:
+    raise ServingError(f"outputs {scalars} are scalars, not batches [B, ...]: export outputs with a batch axis")
   batch = {len(values) for values in outputs.values()}
   if len(batch) != 1:
     raise ServingError(f"outputs of different batch sizes: { {k: len(v) for k, v in outputs.items()} }")
@@ -217,9 +339,32 @@ def resolve_saved_model_dir(path: str) -> str:
   return os.path.join(path, str(max(versions)))
 
 
+def signature_inputs(saved_model_dir: str, signature_name: str = DEFAULT_SIGNATURE) -> dict[str, str]:
+  """Input name -> dtype name of a signature of an export (a version folder, or a model folder: its highest
+  version), without loading the model: from the manifest bert_tf writes, else from saved_model.pb."""
+  path = resolve_saved_model_dir(saved_model_dir)
+  manifest = os.path.join(path, MANIFEST_PATH)
+  if os.path.exists(manifest):
+    with open(manifest, encoding="utf-8") as f:
+      signatures = json.load(f).get("signatures", {})
+    described = {key: {name: info["dtype"] for name, info in sig["inputs"].items()}
+                 for key, sig in signatures.items()}
+  else:
+    import tensorflow as tf
+    from tensorflow.python.tools import saved_model_utils
+
+    meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
+    described = {key: {name: tf.dtypes.as_dtype(info.dtype).name for name, info in sig.inputs.items()}
+                 for key, sig in meta_graph.signature_def.items() if not key.startswith("__")}
+  if signature_name not in described:
+    raise ValueError(f"{saved_model_dir}: no signature {signature_name!r}; it has {sorted(described)}")
+  return described[signature_name]
+
+
 def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
               signature_name: str = DEFAULT_SIGNATURE) -> list[dict[str, Any]]:
-  """Runs a signature of the SavedModel in this process; one dict per instance, as a server would answer."""
+  """Runs a signature of the SavedModel in this process; one dict per instance, as a server would answer.
+  Outputs may have any rank >= 1 (batch first) and any dtype; strings are decoded."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  Registers the tokenizer's ops, which the SavedModel's graph uses.
 

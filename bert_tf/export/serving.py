@@ -1,6 +1,11 @@
-"""Exports a fine-tuned classifier as a SavedModel for TensorFlow Serving: raw text in, labels out.
+"""The one export path for TensorFlow Serving, and the fine-tuned classifier's SavedModel: raw text in, labels out.
 
-The tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records the model
+`export_servable` writes any task's `tf.Module` (SQuAD, SWAG, NER and the classifier below all call it): the
+versioned layout, the atomic write, the warmup requests, the op audit and the manifest are the same for every
+task; a task brings its module, its signatures, its warmup examples and its own manifest fields ("task",
+"task_kind" and whatever its clients need).
+
+The classifier's tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records the model
 was trained on), so a client sends sentences, not ids, and cannot get the vocabulary, lower-casing or
 truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
 
@@ -8,7 +13,8 @@ truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<
     saved_model.pb, variables/             signatures `serving_default` (text) and `encoded` (ids)
     assets.extra/tf_serving_warmup_requests   PredictionLog records TF Serving replays at load time
     assets.extra/bert_tf_manifest.json        task, labels, signatures, versions, custom ops, serving image
-    assets.extra/vocab.txt                    for clients of `encoded` that tokenize themselves
+    assets.extra/vocab.txt                    for clients of `encoded` that tokenize themselves (optional for
+                                              other tasks)
 
 A version is written under a hidden temporary name (`.<version>.tmp-*`, which Serving ignores: it loads
 numeric names only) and renamed into place, so Serving never loads half a model. Object stores (gs://) have
@@ -43,13 +49,13 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import errors, fileio
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import requests as serving_requests
 from bert_tf.model.encoder import INPUT_NAMES
@@ -160,12 +166,23 @@ class _ClassifierServer(tf.Module):
             "label": tf.gather(self._labels, label_id)}
 
 
+# -- Versions and the atomic write ----------------------------------------------------------------------------
+
+
 def next_version(model_dir: str) -> int:
   """1 + the largest numeric version under `<export_dir>/<model_name>`, or 1 when there is none."""
   if not tf.io.gfile.isdir(model_dir):
     return 1
   names = [name.rstrip("/") for name in tf.io.gfile.listdir(model_dir)]  # gs:// lists folders with a "/".
   return max((int(name) for name in names if name.isdigit()), default=0) + 1
+
+
+def _check_name_and_version(model_name: str, version: int | None) -> None:
+  if not isinstance(model_name, str) or not model_name or "/" in model_name or model_name.startswith("."):
+    raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
+  # bool is an int in Python; True as a version is a mistake, not version 1.
+  if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+    raise ValueError(f"version={version!r}: must be a positive integer (TF Serving loads numeric folders)")
 
 
 def _write_new_dir(build: Callable[[str], None], final: str) -> None:
@@ -186,6 +203,54 @@ def _write_new_dir(build: Callable[[str], None], final: str) -> None:
       tf.io.gfile.rmtree(temp)
 
 
+# -- Warmup ---------------------------------------------------------------------------------------------------
+
+
+def check_warmup_instances(instances: Sequence[Mapping[str, Any]],
+                           input_names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+  """A task's warmup examples checked against its serving signature's `input_names` (all of them, nothing
+  else; strings, numbers or lists, each input the same shape in every example), and their number against TF
+  Serving's limit. Returns them without None values. A task's export calls this before building anything; a
+  warmup request that fails makes TF Serving refuse to load the version."""
+  cleaned = serving_requests.check_instances(instances, input_names, what="warmup_instances")
+  records = len(cleaned) + (len(cleaned) > 1)
+  if records > MAX_WARMUP_RECORDS:
+    raise ValueError(f"{len(cleaned)} warmup examples make {records} requests; TF Serving reads at most "
+                     f"{MAX_WARMUP_RECORDS}: give fewer")
+  return cleaned
+
+
+def signature_input_specs(function: Any) -> dict[str, tf.TensorSpec]:
+  """Input name -> TensorSpec of a signature function (a tf.function with an input_signature, or a concrete
+  function), named as the saved signature will name them: the TensorSpec's name, else the argument's."""
+  if isinstance(function, tf.types.experimental.ConcreteFunction):
+    concrete = function
+  else:
+    try:
+      concrete = function.get_concrete_function()
+    except (AttributeError, TypeError, ValueError) as e:
+      raise ValueError(f"signature function {function!r}: give a tf.function with an input_signature (or a "
+                       f"concrete function) ({errors.first_line(e)})") from None
+  args, kwargs = concrete.structured_input_signature
+  specs = {spec.name: spec for spec in args}
+  specs.update({name: spec for name, spec in kwargs.items()})
+  return specs
+
+
+def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Sequence[Mapping[str, Any]],
+                signature_name: str) -> None:
+  """Runs the batch of all warmup examples through the in-memory signature: TF Serving refuses to load a version
+  whose warmup request fails, so a failing one is an export error, not a deployment one."""
+  concrete = function if isinstance(function, tf.types.experimental.ConcreteFunction) else (
+      function.get_concrete_function())
+  try:
+    concrete(**{name: tf.constant([instance[name] for instance in instances], spec.dtype)
+                for name, spec in specs.items()})
+  except (tf.errors.OpError, TypeError, ValueError) as e:
+    raise ValueError(f"warmup_instances: {signature_name!r} fails on them ({errors.first_line(e)}); TF Serving "
+                     "would refuse to load the version: give examples the signature accepts") from None
+
+
 def _warmup_instances(spec: ClassifierSpec, texts: Sequence[tuple[str, str | None]]) -> list[dict[str, str]]:
   if not texts:
     texts = [(a, b if spec.is_pair else None) for a, b in DEFAULT_WARMUP_TEXTS]
@@ -199,9 +264,12 @@ def _warmup_instances(spec: ClassifierSpec, texts: Sequence[tuple[str, str | Non
   return instances
 
 
-def write_warmup_requests(path: str, model_name: str, instances: Sequence[dict[str, str]]) -> int:
-  """Writes TF Serving's warmup file: a TFRecord of PredictionLog(predict_log=PredictLog(request=...)), one
-  request per instance and, with several instances, one holding them all (so a batch shape is warmed too).
+def write_warmup_requests(path: str, model_name: str, instances: Sequence[Mapping[str, Any]],
+                          signature_name: str = SERVING_SIGNATURE,
+                          dtypes: Mapping[str, Any] | None = None) -> int:
+  """Writes TF Serving's warmup file: a TFRecord of PredictionLog(predict_log=PredictLog(request=...)) for
+  `signature_name`, one request per instance and, with several instances, one holding them all (so a batch
+  shape is warmed too). `dtypes`: input name -> dtype, the signature's (default: guessed from the values).
   Returns the number of records."""
   from tensorflow_serving.apis import prediction_log_pb2
 
@@ -213,7 +281,7 @@ def write_warmup_requests(path: str, model_name: str, instances: Sequence[dict[s
                      f"{MAX_WARMUP_RECORDS}: give fewer")
   with tf.io.TFRecordWriter(path) as writer:
     for batch in batches:
-      request = serving_requests.grpc_request(model_name, batch, SERVING_SIGNATURE)
+      request = serving_requests.grpc_request(model_name, batch, signature_name, dtypes=dtypes)
       log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
       writer.write(log.SerializeToString())
   return len(batches)
@@ -277,40 +345,152 @@ def _signature_summary(saved_model_dir: str) -> dict[str, Any]:
           for key, sig in sorted(meta_graph.signature_def.items()) if not key.startswith("__")}
 
 
-def build_manifest(saved_model_dir: str, spec: ClassifierSpec, model_name: str, version: int,
-                   num_warmup_records: int) -> dict[str, Any]:
-  """What a deployment needs to know about the SavedModel at `saved_model_dir`."""
+# The fields every export's manifest has, computed by `export_servable`; a task's fields may not use these names.
+COMMON_MANIFEST_KEYS = ("model_name", "version", "signatures", "warmup_records", "vocab_file", "tensorflow",
+                        "tensorflow_text", "custom_ops", "serving_image", "note")
+# The task kinds exported today; `task_kind` tells a client which outputs to expect (the signatures say how).
+TASK_KINDS = ("classification", "regression", "squad", "multiple_choice", "ner")
+_CUSTOM_OPS_NOTE = (
+    "custom_ops are ops of this graph that core TensorFlow does not register: tensorflow-text's. The TensorFlow "
+    "Serving model server links the tensorflow-text ops of its own TensorFlow version "
+    "(tensorflow_serving/model_servers/BUILD), so serve with the image of the `tensorflow` version above; another "
+    "version may lack an op or attribute and fail to load the model. In Python, `import tensorflow_text` before "
+    "tf.saved_model.load.")
+_CORE_OPS_NOTE = (
+    "custom_ops is empty: every op of this graph is core TensorFlow's. Serve with the image of the `tensorflow` "
+    "version above (or a newer one).")
+
+
+def common_manifest(saved_model_dir: str, model_name: str, version: int, num_warmup_records: int,
+                    vocab_copied: bool) -> dict[str, Any]:
+  """The manifest fields every export has, read from the SavedModel at `saved_model_dir` (COMMON_MANIFEST_KEYS;
+  vocab_file only when a vocabulary was copied)."""
+  custom_ops = ops_missing_from_core(sorted(saved_model_op_types(saved_model_dir)))
   return {
       "model_name": model_name,
       "version": version,
+      "signatures": _signature_summary(saved_model_dir),
+      "warmup_records": num_warmup_records,
+      **({"vocab_file": f"{ASSETS_EXTRA}/{VOCAB_FILE}"} if vocab_copied else {}),
+      "tensorflow": tf.__version__,
+      "tensorflow_text": tf_text.__version__,
+      "custom_ops": custom_ops,
+      "serving_image": f"tensorflow/serving:{tf.__version__}",
+      "note": _CUSTOM_OPS_NOTE if custom_ops else _CORE_OPS_NOTE,
+  }
+
+
+def classifier_manifest(spec: ClassifierSpec) -> dict[str, Any]:
+  """The classifier's own manifest fields (`export_servable` adds the common ones)."""
+  return {
       "task": spec.task_name,
+      "task_kind": "regression" if spec.is_regression else "classification",
       "labels": list(spec.labels),
       "is_regression": spec.is_regression,
       "is_pair": spec.is_pair,
       "max_seq_length": spec.max_seq_length,
       "do_lower_case": spec.do_lower_case,
-      "signatures": _signature_summary(saved_model_dir),
-      "warmup_records": num_warmup_records,
-      "vocab_file": f"{ASSETS_EXTRA}/{VOCAB_FILE}",
-      "tensorflow": tf.__version__,
-      "tensorflow_text": tf_text.__version__,
-      "custom_ops": ops_missing_from_core(sorted(saved_model_op_types(saved_model_dir))),
-      "serving_image": f"tensorflow/serving:{tf.__version__}",
-      "note": ("custom_ops are ops of this graph that core TensorFlow does not register: tensorflow-text's. "
-               "The TensorFlow Serving model server links the tensorflow-text ops of its own TensorFlow "
-               "version (tensorflow_serving/model_servers/BUILD), so serve with the image of the `tensorflow` "
-               "version above; another version may lack an op or attribute and fail to load the model. In "
-               "Python, `import tensorflow_text` before tf.saved_model.load."),
   }
+
+
+def build_manifest(saved_model_dir: str, spec: ClassifierSpec, model_name: str, version: int,
+                   num_warmup_records: int) -> dict[str, Any]:
+  """What a deployment needs to know about the classifier SavedModel at `saved_model_dir` (its vocabulary in
+  assets.extra)."""
+  common = common_manifest(saved_model_dir, model_name, version, num_warmup_records, vocab_copied=True)
+  return _merge_manifest(classifier_manifest(spec), common)
+
+
+def _check_task_manifest(manifest: Mapping[str, Any]) -> None:
+  if not isinstance(manifest, Mapping):
+    raise ValueError(f"manifest: a {type(manifest).__name__}; give a dict of the task's fields")
+  for key in ("task", "task_kind"):
+    if not isinstance(manifest.get(key), str) or not manifest[key]:
+      raise ValueError(f"manifest: needs a non-empty string {key!r} (task: the task's name, e.g. 'squad' or "
+                       f"'mrpc'; task_kind: what its outputs are, one of {list(TASK_KINDS)} or a new kind)")
+  clashes = sorted(set(manifest) & set(COMMON_MANIFEST_KEYS))
+  if clashes:
+    raise ValueError(f"manifest: {clashes} are computed by the export (COMMON_MANIFEST_KEYS); rename the "
+                     "task's fields")
+  try:
+    json.dumps(manifest)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"manifest: not JSON-serializable ({e}); give strings, numbers, lists and dicts") from None
+
+
+def _merge_manifest(task: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+  """Name and version first, then the task's fields, then the rest of the common ones."""
+  head = {key: common[key] for key in ("model_name", "version")}
+  return {**head, **task, **{k: v for k, v in common.items() if k not in head}}
 
 
 # -- Export ---------------------------------------------------------------------------------------------------
 
 
+def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir: str, model_name: str,
+                    version: int | None, warmup_instances: Sequence[Mapping[str, Any]],
+                    manifest: Mapping[str, Any], vocab_file: str | None = None,
+                    warmup_signature: str = SERVING_SIGNATURE) -> str:
+  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving, for any task; returns that path.
+
+  Args:
+    server: the SavedModel's root; it must track every variable the signatures read.
+    signatures: signature name -> tf.function with an input_signature (or a concrete function) of `server`,
+      as `tf.saved_model.save` takes them; must hold `warmup_signature`. Outputs must be batched [B, ...].
+    export_dir: TF Serving's model root (local or gs://).
+    model_name: the name clients use (REST URL, gRPC model_spec.name); a folder name, no "/".
+    version: a positive integer; None takes 1 + the largest existing version (or 1). An existing version is
+      never overwritten.
+    warmup_instances: at least one example, each a dict of `warmup_signature`'s inputs (strings, numbers or
+      lists); written as warmup requests, one per example and one batch of all (see
+      `check_warmup_instances`). Checked against the signature's inputs, and run through it once (as a
+      batch) before anything is written.
+    manifest: the task's fields, JSON-serializable; must hold "task" and "task_kind" (TASK_KINDS) and none of
+      COMMON_MANIFEST_KEYS, which are added here.
+    vocab_file: copied to assets.extra/vocab.txt when given (the manifest then names it in "vocab_file").
+    warmup_signature: the signature the warmup requests call.
+
+  Locally the version is written under a hidden temporary name and renamed into place (TF Serving loads
+  numeric names only, so it never sees half a model); on gs:// it is written in place.
+  """
+  _check_name_and_version(model_name, version)
+  _check_task_manifest(manifest)
+  if not isinstance(signatures, Mapping) or warmup_signature not in signatures:
+    names = sorted(signatures) if isinstance(signatures, Mapping) else signatures
+    raise ValueError(f"signatures {names}: no {warmup_signature!r} for the warmup requests; add it or pass "
+                     "warmup_signature=")
+  specs = signature_input_specs(signatures[warmup_signature])
+  warmup = check_warmup_instances(warmup_instances, list(specs))
+  _run_warmup(signatures[warmup_signature], specs, warmup, warmup_signature)
+  if vocab_file is not None and not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError(f"vocab_file={vocab_file}: no such file")
+  model_dir = os.path.join(export_dir, model_name)
+  if version is None:
+    version = next_version(model_dir)
+  final = os.path.join(model_dir, str(version))
+
+  def build(path: str) -> None:
+    tf.saved_model.save(server, path, signatures=dict(signatures))
+    extra = os.path.join(path, ASSETS_EXTRA)
+    tf.io.gfile.makedirs(extra)
+    if vocab_file is not None:
+      tf.io.gfile.copy(vocab_file, os.path.join(extra, VOCAB_FILE), overwrite=True)
+    records = write_warmup_requests(os.path.join(extra, WARMUP_FILE), model_name, warmup, warmup_signature,
+                                    dtypes={name: spec.dtype for name, spec in specs.items()})
+    common = common_manifest(path, model_name, version, records, vocab_copied=vocab_file is not None)
+    with tf.io.gfile.GFile(os.path.join(extra, MANIFEST_FILE), "w") as f:
+      f.write(json.dumps(_merge_manifest(manifest, common), indent=2) + "\n")
+
+  tf.io.gfile.makedirs(model_dir)
+  _write_new_dir(build, final)
+  logging.info("exported %s version %d to %s", model_name, version, final)
+  return final
+
+
 def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
                       model_name: str, version: int | None = None,
                       warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None) -> str:
-  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving; returns that path.
+  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`export_servable`); returns that path.
 
   Args:
     model: a fine-tuned `BertClassifier` of any dtype policy; a float32 copy is exported.
@@ -325,39 +505,18 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
     config_source: the model's bert_config.json, named when the vocabulary does not fit the model
       (`handoff.check_vocab_fits`).
   """
-  if not model_name or "/" in model_name or model_name.startswith("."):
-    raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
-  if version is not None and (not isinstance(version, int) or version < 1):
-    raise ValueError(f"version={version!r}: must be a positive integer (TF Serving loads numeric folders)")
+  _check_name_and_version(model_name, version)
   if model.num_labels != spec.num_labels:
     raise ValueError(f"the model has {model.num_labels} outputs but the spec of {spec.task_name!r} has "
                      f"{spec.num_labels} labels; pass the spec the model was trained with")
   if spec.max_seq_length > model.config.max_position_embeddings:
     raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
                      f"{model.config.max_position_embeddings}")
-  warmup = _warmup_instances(spec, warmup_texts)
+  warmup = check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
   handoff.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
   server = _ClassifierServer(float32_copy(model), spec, vocab_file)
-  model_dir = os.path.join(export_dir, model_name)
-  if version is None:
-    version = next_version(model_dir)
-  final = os.path.join(model_dir, str(version))
-
-  def build(path: str) -> None:
-    tf.saved_model.save(server, path, signatures={SERVING_SIGNATURE: server.serve_text,
-                                                  ENCODED_SIGNATURE: server.serve_encoded})
-    extra = os.path.join(path, ASSETS_EXTRA)
-    tf.io.gfile.makedirs(extra)
-    tf.io.gfile.copy(vocab_file, os.path.join(extra, VOCAB_FILE), overwrite=True)
-    records = write_warmup_requests(os.path.join(extra, WARMUP_FILE), model_name, warmup)
-    manifest = build_manifest(path, spec, model_name, version, records)
-    with tf.io.gfile.GFile(os.path.join(extra, MANIFEST_FILE), "w") as f:
-      f.write(json.dumps(manifest, indent=2) + "\n")
-
-  tf.io.gfile.makedirs(model_dir)
-  _write_new_dir(build, final)
-  logging.info("exported %s version %d to %s", model_name, version, final)
-  return final
+  return export_servable(server, {SERVING_SIGNATURE: server.serve_text, ENCODED_SIGNATURE: server.serve_encoded},
+                         export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file=vocab_file)
 
 
 def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,
@@ -372,4 +531,3 @@ def export_from_directory(classifier_dir: str, export_dir: str, model_name: str 
 def read_manifest(saved_model_dir: str) -> dict[str, Any]:
   with tf.io.gfile.GFile(os.path.join(saved_model_dir, ASSETS_EXTRA, MANIFEST_FILE), "r") as f:
     return json.loads(f.read())
-
