@@ -1,0 +1,313 @@
+"""CoNLL-2003 named-entity recognition: what `scripts/run_ner.py` runs. Glue between the tested pieces:
+
+  data_dir/eng.train --ner.read_conll (every split the --do_* flags ask for, before any work)--> sentences
+  --ner.make_windows / ner_finetuning.write_feature_file--> windows (TFRecords, cached under <features_dir>/ner/)
+  --finetuning.train(NerTask)--> BertTokenClassifier --> <output_dir>/ner_model/
+
+  eng.testa (--do_eval), eng.testb (--do_predict) --> windows --finetuning.predict--> a label per word (at its
+  first piece) --converted to the file's tag scheme--> <split>_predictions.txt (word gold predicted)
+  --ner_metrics.evaluate (conlleval's scores)--> <split>_results.txt / .json
+
+Outputs in --output_dir:
+  checkpoints/, train/           training checkpoints and TensorBoard summaries (a rerun resumes)
+  ner_model/                     the fine-tuned model: float32 weights (`model`), bert_config.json, vocab.txt and
+                                 ner.json (labels, their scheme, the entity types, window settings)
+  eval_predictions.txt           --do_eval: the dev file's words, gold and predicted tags (conlleval's input)
+  eval_results.txt / .json       --do_eval: precision, recall, f1 (overall and per type), accuracy ("key = value")
+  eval_conlleval.txt             --do_eval: the same scores as conlleval prints them
+  test_predictions.txt, test_results.txt / .json, test_conlleval.txt   likewise for --do_predict on the test file
+
+Predicted tags are written in the scheme of the file they are for (IOB1 for the release), so that conlleval, or
+seqeval, scores the file as it scores gold: `conlleval < eval_predictions.txt`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.config import BertConfig
+from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks import ner, ner_metrics
+from bert_tf.tasks import ner_finetuning as nf
+from bert_tf.training import distribute, finetuning, handoff
+
+MODEL_DIR = "ner_model"  # under --output_dir
+SETTINGS_NAME = "ner.json"
+_MODEL_PREFIX = "model"
+# Which file each --do_* flag reads, and the prefix of what it writes.
+_SPLITS = {"train": "train", "eval": "dev", "test": "test"}
+
+
+@dataclasses.dataclass
+class NerConfig(finetuning.TaskRunConfig):
+  """One NER run: the task's flags and the shared fine-tuning ones (`finetuning`)."""
+
+  data_dir: str
+  vocab_file: str
+  finetuning: finetuning.FinetuningConfig
+  do_lower_case: bool = True
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  max_seq_length: int = 128
+  tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES
+  label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES
+  document_context: bool = False  # the paper's maximal document context, else one sentence a window
+  features_dir: str = "tfrecords"
+  dynamic_padding: bool = True
+  export_dir: str | None = None
+  model_name: str | None = None
+  bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
+
+  @property
+  def output_dir(self) -> str:
+    return self.finetuning.output_dir
+
+  def validate(self) -> None:
+    """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
+    self.finetuning.validate()
+    if not (self.do_train or self.do_eval or self.do_predict):
+      raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
+    if self.tag_scheme != "auto" and self.tag_scheme not in ner.SCHEMES:
+      raise ValueError(f"--tag_scheme={self.tag_scheme}: choose auto or one of {', '.join(ner.SCHEMES)}")
+    if self.label_scheme not in ner.LABEL_SCHEMES:
+      raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
+    bert = self.finetuning.bert_config
+    if self.max_seq_length > bert.max_position_embeddings:
+      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
+                       f"{bert.max_position_embeddings} of the BERT config; lower it")
+    if self.max_seq_length < 3:
+      raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
+    if not fileio.exists(self.vocab_file):
+      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
+    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
+      raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
+                       f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
+    if self.export_dir and not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
+      raise ValueError(f"--export_dir needs a trained model: pass --do_train, or --init_checkpoint=<a run's "
+                       f"output_dir>/{MODEL_DIR}")
+
+
+def is_model_dir(path: str | None) -> bool:
+  return bool(path) and fileio.exists(os.path.join(path, SETTINGS_NAME))
+
+
+# -- Inputs ---------------------------------------------------------------------------------------------------
+
+
+def read_inputs(config: NerConfig, types: tuple[str, ...] | None = None,
+                say: Callable[[str], None] = logging.info) -> dict[str, ner.ConllFile]:
+  """Reads and checks every file the flags ask for before any work: {"train": ..., "eval": ..., "test": ...}.
+  `types`: the entity types of the model to evaluate (None: those of the training file). Raises naming the
+  file and line (see `ner.read_conll`), or a tag whose type the model does not know."""
+  wanted = [split for split, on in (("train", config.do_train), ("eval", config.do_eval),
+                                    ("test", config.do_predict)) if on]
+  inputs = {}
+  for split in wanted:
+    conll = ner.read_conll(ner.split_file(config.data_dir, _SPLITS[split]), config.tag_scheme)
+    say(f"{conll.path}: {len(conll.sentences)} sentences, {conll.num_words} words, {conll.num_documents} "
+        f"document(s), {conll.scheme} tags, types {', '.join(conll.types) or '(none)'}")
+    inputs[split] = conll
+  if "train" in inputs:
+    types = inputs["train"].types
+    if not types:
+      raise ValueError(f"{inputs['train'].path}: holds no entity tags (every tag is O); nothing to learn")
+  for split in ("eval", "test"):
+    if split in inputs:
+      ner.check_types(inputs[split], types, "the training file" if config.do_train else "the model")
+  return inputs
+
+
+def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, say):
+  """(the cached feature file of `conll`, its windows). Training windows carry labels; others do not."""
+  label_ids = {label: i for i, label in enumerate(labels)} if labels else None
+  target = nf.feature_file_path(config.features_dir, conll.path, config.vocab_file, config.do_lower_case,
+                                config.max_seq_length, config.document_context, config.label_scheme,
+                                config.tag_scheme, list(labels or ()))
+  windows = ner.make_windows(conll.sentences, tokenizer, config.max_seq_length, config.document_context,
+                             label_ids, config.label_scheme)
+  start = time.perf_counter()
+  info, reused = nf.cached_feature_file(target, lambda: windows)
+  if reused:
+    say(f"{conll.path}: reusing features {target} ({info.num_windows} windows)")
+  else:
+    say(f"{conll.path}: wrote features {target}: {info.num_windows} windows of {len(conll.sentences)} sentences "
+        f"in {time.perf_counter() - start:.1f} s")
+  return info, windows
+
+
+# -- The fine-tuned model -------------------------------------------------------------------------------------
+
+
+def _settings(config: NerConfig, labels: tuple[str, ...], types: tuple[str, ...], train_scheme: str) -> dict:
+  return {"labels": list(labels), "label_scheme": config.label_scheme, "types": list(types),
+          "train_tag_scheme": train_scheme, "max_seq_length": config.max_seq_length,
+          "do_lower_case": config.do_lower_case, "document_context": config.document_context}
+
+
+def save_model(model: nf.BertTokenClassifier, settings: dict, vocab_file: str, directory: str) -> str:
+  """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
+  under `directory`, whole or not at all."""
+  copy = nf.float32_copy(model)
+
+  def build(path):
+    tf.io.gfile.makedirs(path)
+    model.config.to_json_file(os.path.join(path, "bert_config.json"))
+    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
+    fileio.write_text_atomic(os.path.join(path, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
+    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
+
+  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
+  return directory
+
+
+def read_settings(directory: str) -> dict:
+  with fileio.open_file(os.path.join(directory, SETTINGS_NAME), "rb") as f:
+    return json.loads(f.read().decode("utf-8"))
+
+
+def load_model(directory: str) -> tuple[nf.BertTokenClassifier, dict]:
+  """(the float32 tagger saved by `save_model` in `directory`, its settings); call under the strategy's scope."""
+  settings = read_settings(directory)
+  config_path = os.path.join(directory, "bert_config.json")
+  model = nf.BertTokenClassifier(BertConfig.from_json_file(config_path), len(settings["labels"]), dtype="float32")
+  model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  prefix = os.path.join(directory, _MODEL_PREFIX)
+  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+  if problem:
+    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; use a folder written by run_ner.py "
+                     f"(<output_dir>/{MODEL_DIR}/)")
+  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  return model, settings
+
+
+# -- Steps ----------------------------------------------------------------------------------------------------
+
+
+def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
+          say) -> tuple[object, dict]:
+  """Fine-tunes on the training file; -> (the model or None when interrupted, a summary)."""
+  ft = config.finetuning
+  info, _ = _feature_file(config, conll, tokenizer, labels, say)
+  task = nf.NerTask(ft.bert_config, len(labels), info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+                    dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+  start = time.perf_counter()
+  # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
+  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source)
+  seconds = time.perf_counter() - start
+  if result.interrupted:
+    return None, {"interrupted": True, "exit_code": result.exit_code}
+  trained = result.step * ft.train_batch_size
+  say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} windows/s)")
+  return run.model, {"train_sentences": len(conll.sentences), "train_windows": info.num_windows,
+                     "train_steps": result.step, "train_seconds": round(seconds, 2)}
+
+
+def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
+            say) -> list[list[str]]:
+  """Each sentence's predicted tags, in the scheme of `conll`'s file."""
+  info, windows = _feature_file(config, conll, tokenizer, None, say)
+  dataset = nf.ner_dataset(info.path, finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy),
+                           config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on,
+                           pad_to_batch=True, length_multiple=config.length_multiple)
+  ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
+                           description=f"predicting {conll.path}")  # [N, T]
+  if len(ids) != len(windows):
+    raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
+                     "have it written again")
+  tags = ner.predicted_tags(windows, ids.astype(int), conll.sentences, labels)
+  return [ner.convert_tags(row, conll.scheme) for row in tags]
+
+
+def write_predictions(path: str, conll: ner.ConllFile, predicted: list[list[str]]) -> str:
+  """`word gold predicted` a line, a blank line after each sentence: conlleval's input."""
+  lines = []
+  for sentence, tags in zip(conll.sentences, predicted):
+    lines += [f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, tags)] + ["\n"]
+  fileio.write_text_atomic(path, "".join(lines))
+  return path
+
+
+def write_results(output_dir: str, prefix: str, values: dict, report: str) -> None:
+  lines = "".join(f"{key} = {value}\n" for key, value in values.items())
+  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.txt"), lines)
+  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.json"), json.dumps(values, indent=2) + "\n")
+  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_conlleval.txt"), report)
+
+
+# -- The script's entry point ---------------------------------------------------------------------------------
+
+
+def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
+            say: Callable[[str], None] = logging.info) -> dict:
+  """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
+  any work: the flags and the vocabulary against the BERT config, then the CoNLL files."""
+  from bert_tf.data.tokenization import FullTokenizer
+
+  config.validate()
+  settings = None if config.do_train else read_settings(config.finetuning.init_checkpoint)
+  if settings is not None and settings["do_lower_case"] != config.do_lower_case:
+    raise ValueError(f"--do_lower_case={config.do_lower_case}, but {config.finetuning.init_checkpoint} was trained "
+                     f"with do_lower_case={settings['do_lower_case']}; pass the same casing")
+  inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
+  strategy = strategy or config.finetuning.strategy()
+  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  tf.io.gfile.makedirs(config.output_dir)
+  chief = distribute.is_chief(strategy)
+  summary: dict = {"output_dir": config.output_dir}
+  if config.do_train:
+    import keras
+
+    keras.utils.set_random_seed(config.finetuning.seed)
+    conll = inputs["train"]
+    labels = ner.labels_for(conll.types, config.label_scheme)
+    model, trained = train(config, conll, labels, strategy, tokenizer, say)
+    summary.update(trained)
+    if model is None:
+      return summary
+    model_dir = os.path.join(config.output_dir, MODEL_DIR)
+    if chief:
+      save_model(model, _settings(config, labels, conll.types, conll.scheme), config.vocab_file, model_dir)
+      say(f"saved the fine-tuned model to {model_dir}")
+  else:
+    model_dir = config.finetuning.init_checkpoint.rstrip("/")
+    with strategy.scope():
+      model, settings = load_model(model_dir)
+    labels = tuple(settings["labels"])
+    if settings["label_scheme"] != config.label_scheme:
+      config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
+  summary["model_dir"] = model_dir
+
+  for split in ("eval", "test"):
+    if split not in inputs:
+      continue
+    conll = inputs[split]
+    start = time.perf_counter()
+    predicted = predict(model, config, conll, labels, strategy, tokenizer, say)
+    seconds = time.perf_counter() - start
+    evaluation = ner_metrics.evaluate([s.tags for s in conll.sentences], predicted)
+    values = {**evaluation.as_dict(), f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
+    for key in ("train_sentences", "train_steps", "train_seconds"):
+      if key in summary:
+        values[key] = summary[key]
+    if chief:
+      path = write_predictions(os.path.join(config.output_dir, f"{split}_predictions.txt"), conll, predicted)
+      write_results(config.output_dir, split, values, ner_metrics.conlleval_report(evaluation))
+      say(f"{len(predicted)} sentences -> {path}")
+    say(f"{conll.path}:\n" + ner_metrics.conlleval_report(evaluation).rstrip())
+    summary[split] = values
+  if config.export_dir and chief:
+    from bert_tf.export import ner_serving
+
+    summary["export"] = ner_serving.export_from_directory(model_dir, config.export_dir, config.model_name or "ner")
+    say(f"exported the SavedModel to {summary['export']}")
+  return summary

@@ -1,0 +1,134 @@
+"""scripts/run_ner.py (bert_tf.tasks.ner_run) end to end, as a user runs it: fresh processes in a working
+directory, relative paths, a tiny encoder with bert-base-uncased's vocabulary, test_ner's fixture in the
+release's format (eng.train, eng.testa, eng.testb) and in a copy's (IOB2, test.txt)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import training_helpers as th
+from bert_tf.config import BertConfig
+from bert_tf.tasks import ner, ner_metrics
+from test_ner import ORIGINAL, conll_text, write
+
+T = 19
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, bert_uncased_vocab_file):
+  """model/ (a tiny random encoder in the pretraining hand-off layout, with bert-base-uncased's vocab.txt),
+  conll/ (the fixture as the release's three files) and copy/ (its IOB2 form as test.txt)."""
+  from bert_tf.model.encoder import BertEncoder
+  from bert_tf.training import handoff
+
+  directory = tmp_path_factory.mktemp("ner_run")
+  config = BertConfig.from_preset("tiny", vocab_size=30522, num_hidden_layers=1, hidden_size=18,
+                                  num_attention_heads=3, intermediate_size=37, max_position_embeddings=T + 4,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  handoff.export_encoder(BertEncoder(config), config, str(directory / "model"))
+  shutil.copy(bert_uncased_vocab_file, directory / "model" / "vocab.txt")
+  for name in ("conll", "copy"):
+    os.makedirs(directory / name)
+  for name in ("eng.train", "eng.testa", "eng.testb"):
+    write(directory / "conll" / name, ORIGINAL)
+  write(directory / "copy" / "test.txt", conll_text("IOB2", columns=2, docstart=False))
+  return directory
+
+
+def _run(cwd, *args):
+  script = os.path.join(th.REPO, "scripts", "run_ner.py")
+  return subprocess.run([sys.executable, script, "--vocab_file=model/vocab.txt", f"--max_seq_length={T}",
+                         "--features_dir=features", "--distribution_strategy=one_device", "--predict_batch_size=3",
+                         *args], cwd=cwd, env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+
+def _read_predictions(path):
+  """word gold predicted lines -> (gold sentences, predicted sentences, words)."""
+  gold, predicted, words = [[]], [[]], [[]]
+  for line in open(path, encoding="utf-8").read().split("\n"):
+    if line:
+      w, g, p = line.split(" ")
+      words[-1].append(w), gold[-1].append(g), predicted[-1].append(p)
+    elif gold[-1]:
+      gold.append([]), predicted.append([]), words.append([])
+  return gold[:-1], predicted[:-1], words[:-1]
+
+
+TRAIN = ("--do_train", "--do_eval", "--do_predict", "--data_dir=conll", "--init_checkpoint=model",
+         "--output_dir=out", "--train_batch_size=2", "--learning_rate=1e-2", "--num_train_epochs=3",
+         "--document_context", "--save_checkpoints_steps=2")
+
+
+def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
+  done = _run(workdir, *TRAIN)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "IOB1 tags, types LOC, MISC, ORG, PER" in done.stderr
+  out = workdir / "out"
+  settings = json.loads((out / "ner_model" / "ner.json").read_text())
+  assert settings["labels"] == list(ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2"))
+  assert (settings["train_tag_scheme"], settings["document_context"], settings["max_seq_length"]) == (
+      "IOB1", True, T)
+  conll = ner.parse_conll(ORIGINAL.encode(), "fixture")
+  for split in ("eval", "test"):
+    gold, predicted, words = _read_predictions(out / f"{split}_predictions.txt")
+    assert words == [list(s.words) for s in conll.sentences] and gold == [list(s.tags) for s in conll.sentences]
+    # Predictions are written in the file's scheme (IOB1): the reader takes them as such.
+    sentences = [ner.NerSentence(tuple(w), tuple(p), 1, 0) for w, p in zip(words, predicted)]
+    assert ner.check_scheme(sentences, "predictions", "IOB1") == "IOB1"
+    results = json.loads((out / f"{split}_results.json").read_text())
+    expected = ner_metrics.evaluate(gold, predicted)
+    assert {k: results[k] for k in ("precision", "recall", "f1", "accuracy")} == {
+        "precision": expected.overall.precision, "recall": expected.overall.recall, "f1": expected.overall.f1,
+        "accuracy": expected.accuracy}
+    assert results["train_steps"] == 6 and results[f"{split}_sentences"] == 4
+    assert f"f1 = {results['f1']}\n" in (out / f"{split}_results.txt").read_text()
+    assert (out / f"{split}_conlleval.txt").read_text().startswith("processed 17 tokens with 7 phrases;")
+  first = (out / "test_predictions.txt").read_text()
+
+  # The same command again: the finished run resumes from its checkpoint, trains nothing and predicts alike.
+  again = _run(workdir, *TRAIN)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "reusing features" in again.stderr and "nothing left to train" in again.stderr
+  assert (out / "test_predictions.txt").read_text() == first
+
+  # Prediction alone from the saved model, on a copy's layout and scheme (IOB2, 2 columns, test.txt).
+  alone = _run(workdir, "--do_predict", "--data_dir=copy", "--init_checkpoint=out/ner_model", "--output_dir=out2",
+               "--document_context")
+  assert alone.returncode == 0, alone.stderr[-3000:]
+  assert "copy/test.txt: 4 sentences, 17 words, 1 document(s), IOB2 tags" in alone.stderr
+  gold, predicted, _ = _read_predictions(workdir / "out2" / "test_predictions.txt")
+  first_gold, first_predicted, _ = _read_predictions(out / "test_predictions.txt")
+  # The copy's gold is the release's in IOB2; its predictions are written in IOB2. (The copy has no
+  # -DOCSTART-, so its windows see other context than the release's: the predictions may differ.)
+  assert [ner.convert_tags(s, "IOB2") for s in first_gold] == gold
+  assert len(predicted) == len(first_predicted) == 4
+  sentences = [ner.NerSentence(tuple(p), tuple(p), 1, 0) for p in predicted]
+  assert ner.check_scheme(sentences, "predictions", "IOB2") == "IOB2"
+  assert not (workdir / "out2" / "eval_results.json").exists()
+
+
+def test_bad_input_stops_before_training_naming_file_and_line(workdir):
+  os.makedirs(workdir / "bad", exist_ok=True)
+  write(workdir / "bad" / "eng.train", ORIGINAL)
+  write(workdir / "bad" / "eng.testa", ORIGINAL.replace("German JJ B-NP I-MISC", "German JJ I-MISC"))
+  result = _run(workdir, "--do_train", "--do_eval", "--data_dir=bad", "--init_checkpoint=model",
+                "--output_dir=bad_out", "--features_dir=bad_features")
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert errors == ["error: bad/eng.testa:5: 3 columns, the file's first word line has 4; every line holds the "
+                    "same columns (word ... tag)"], result.stderr[-3000:]
+  assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()
+
+  write(workdir / "bad" / "eng.testa", ORIGINAL.replace("Peter", "P\u00e9ter").encode("latin-1"), "wb")
+  result = _run(workdir, "--do_train", "--do_eval", "--data_dir=bad", "--init_checkpoint=model",
+                "--output_dir=bad_out", "--features_dir=bad_features")
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+      "error: bad/eng.testa:9: byte 0xe9 is not UTF-8 (invalid continuation byte); convert the file to UTF-8 "
+      "(e.g. iconv -f latin1 -t utf-8)"]
+  assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()
