@@ -140,23 +140,34 @@ def test_bad_input_names_the_file_and_line(tmp_path):
   assert _error(tmp_path, "EU\n").startswith("eng.train:1: 1 column ('EU')")
 
 
-def test_tags_a_scheme_forbids_name_the_line(tmp_path):
-  assert _error(tmp_path, ORIGINAL, "IOB2") == (
-      "eng.train:3: I-ORG opens an entity (after the sentence start): not IOB2; pass --tag_scheme=auto or the "
-      "file's scheme (IOB1, IOB2, BIOES)")
-  assert _error(tmp_path, conll_text("IOB2"), "IOB1").startswith(
-      "eng.train:3: B-ORG opens an entity after the sentence start: not IOB1")
-  assert _error(tmp_path, conll_text("BIOES"), "IOB2").startswith("eng.train:3: S-ORG is a BIOES tag: not IOB2")
+def test_detection_is_strict_and_names_the_line(tmp_path):
   unclosed = conll_text("BIOES").replace("Blackburn X Y E-PER", "Blackburn X Y O")
   assert _error(tmp_path, unclosed) == (
-      "eng.train:9: B-PER is not followed by I-PER or E-PER: not BIOES; pass --tag_scheme=auto or the file's "
-      "scheme (IOB1, IOB2, BIOES)")
+      "eng.train:9: B-PER is not followed by I-PER or E-PER: not BIOES; fix the tags, or pass --tag_scheme=BIOES "
+      "to read them as conlleval does")
   mixed = ORIGINAL.replace("Peter NNP B-NP I-PER", "Peter NNP B-NP B-PER")
   assert _error(tmp_path, mixed) == (
       "eng.train:9: the file mixes IOB1 (line 3: I-ORG opens an entity (after the sentence start)) and IOB2 "
-      "(line 9: B-PER opens an entity after the sentence start); fix the tags")
+      "(line 9: B-PER opens an entity after the sentence start); fix the tags, or pass --tag_scheme=IOB1 or IOB2 "
+      "to read them as conlleval does")
   with pytest.raises(ValueError, match="--tag_scheme=IOE: choose auto or one of IOB1, IOB2, BIOES"):
     ner.parse_conll(b"a O\n", "x", "IOE")
+
+
+def test_a_given_scheme_is_trusted_and_its_irregular_tags_counted(tmp_path):
+  mixed = ORIGINAL.replace("Peter NNP B-NP I-PER", "Peter NNP B-NP B-PER")
+  conll = ner.read_conll(write(tmp_path / "eng.train", mixed), "IOB2")
+  # I-ORG, I-MISC, I-LOC (BRUSSELS), I-LOC (Paris) and I-LOC (New) open entities: IOB1's way, read as such.
+  assert (conll.scheme, conll.irregular) == ("IOB2", 5)
+  assert conll.first_irregular == "line 3: I-ORG opens an entity (after the sentence start)"
+  assert [ner.convert_tags(s.tags, "IOB2") for s in conll.sentences] == [list(t) for t in IOB2]
+  regular = ner.read_conll(write(tmp_path / "eng.testa", ORIGINAL))
+  assert (regular.scheme, regular.irregular, regular.first_irregular) == ("IOB1", 0, "")
+  # E-/S- tags cannot be IOB1 or IOB2.
+  assert _error(tmp_path, conll_text("BIOES"), "IOB2") == (
+      "eng.train:3: S-ORG is a BIOES tag: not IOB2; pass --tag_scheme=BIOES or auto")
+  # IOB1 read as BIOES: 6 I- tags open an entity, and 7 entities end without E-.
+  assert ner.read_conll(write(tmp_path / "x", conll_text("IOB1")), "BIOES").irregular == 13
 
 
 def test_missing_file_and_unknown_types(tmp_path):

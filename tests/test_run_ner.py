@@ -78,7 +78,7 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
     assert words == [list(s.words) for s in conll.sentences] and gold == [list(s.tags) for s in conll.sentences]
     # Predictions are written in the file's scheme (IOB1): the reader takes them as such.
     sentences = [ner.NerSentence(tuple(w), tuple(p), 1, 0) for w, p in zip(words, predicted)]
-    assert ner.check_scheme(sentences, "predictions", "IOB1") == "IOB1"
+    assert ner.check_scheme(sentences, "predictions", "IOB1") == ("IOB1", 0, "")
     results = json.loads((out / f"{split}_results.json").read_text())
     expected = ner_metrics.evaluate(gold, predicted)
     assert {k: results[k] for k in ("precision", "recall", "f1", "accuracy")} == {
@@ -107,7 +107,7 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   assert [ner.convert_tags(s, "IOB2") for s in first_gold] == gold
   assert len(predicted) == len(first_predicted) == 4
   sentences = [ner.NerSentence(tuple(p), tuple(p), 1, 0) for p in predicted]
-  assert ner.check_scheme(sentences, "predictions", "IOB2") == "IOB2"
+  assert ner.check_scheme(sentences, "predictions", "IOB2") == ("IOB2", 0, "")
   assert not (workdir / "out2" / "eval_results.json").exists()
 
 

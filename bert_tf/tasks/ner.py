@@ -9,9 +9,12 @@ is read, the same on every line of a file: the word is the first, the tag the la
   IOB2   many copies': B-X opens every entity, I-X continues it
   BIOES  B-X opens, I-X continues, E-X ends an entity of several words; S-X is a one-word entity
 
-detected from the file (`scheme="auto"`) or given, and checked: a tag of the wrong form, or a sequence the
-scheme does not allow (an I-X opening an entity in IOB2, a B-X opening one after O in IOB1, an unclosed BIOES
-entity), is an error naming the file and line. The scheme found is reported (`ConllFile.scheme`).
+detected from the file (`scheme="auto"`) or given. A tag of the wrong form is an error naming the file and
+line. Detection is strict: a file whose sequences fit no one scheme (an I-X opening an entity, which only IOB1
+allows, and a B-X opening one after O, which IOB1 forbids; an unclosed BIOES entity) is an error naming the
+lines. A given scheme is trusted: tags it does not allow are read as conlleval reads them (an I-X after O
+opens an entity) and counted (`ConllFile.irregular`), except E-/S- tags in an IOB1 or IOB2 file, which are
+an error. The scheme found is reported (`ConllFile.scheme`).
 
 Labels. The model predicts in one scheme (`label_scheme`: IOB2 or BIOES) over the entity types of the training
 file: labels `O`, then per type (sorted) B-, I- (and E-, S-). Tags of any scheme convert to any other through
@@ -75,6 +78,8 @@ class ConllFile:
   types: tuple[str, ...]
   num_documents: int
   num_columns: int
+  irregular: int = 0  # tags the given scheme does not allow, read as conlleval reads them
+  first_irregular: str = ""  # "line N: what" of the first of them
 
   @property
   def num_words(self) -> int:
@@ -139,19 +144,19 @@ def parse_conll(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   if not sentences:
     raise ValueError(f"{path}: holds no sentences; expected CoNLL lines 'word POS chunk NER' with a blank line "
                      "between sentences")
-  found = check_scheme(sentences, path, scheme)
+  found, irregular, first_irregular = check_scheme(sentences, path, scheme)
   types = sorted({split_tag(t)[1] for s in sentences for t in s.tags} - {""})
-  return ConllFile(path, sentences, found, tuple(types), document + 1, columns)
+  return ConllFile(path, sentences, found, tuple(types), document + 1, columns, irregular, first_irregular)
 
 
 def read_conll(path: str, scheme: str = "auto") -> ConllFile:
   """Reads a CoNLL-2003 style file (local or gs://); see the module docstring.
 
   Args:
-    scheme: "auto" (detect IOB1, IOB2 or BIOES), or the scheme the file must be in.
+    scheme: "auto" (detect IOB1, IOB2 or BIOES), or the file's scheme (see the module docstring).
   Raises FileNotFoundError for a missing file; ValueError naming the file and line for bytes that are not
-  UTF-8, a line with another number of columns than the first, an unknown tag, tags the scheme does not allow,
-  and a file without sentences.
+  UTF-8, a line with another number of columns than the first, an unknown tag, tags that fit no one scheme
+  (auto) or E-/S- tags in a given IOB1 or IOB2 file, and a file without sentences.
   """
   if not fileio.exists(path):
     raise FileNotFoundError(f"{path}: no such CoNLL file")
@@ -209,30 +214,38 @@ def _describe(prefix: str, kind: str, index: int) -> str:
 _FORBIDDEN = {"IOB1": ("bioes", "iob2"), "IOB2": ("bioes", "iob1"), "BIOES": ("iob1", "unclosed", "unopened")}
 
 
-def check_scheme(sentences: Sequence[NerSentence], path: str, scheme: str = "auto") -> str:
-  """The scheme of `sentences`' tags: `scheme` after checking it, or the one detected ("auto"): BIOES when E-
-  or S- tags occur, IOB1 when an I- tag opens an entity, else IOB2 (also for a file without entities, which
-  all schemes read alike). Raises ValueError naming the file and line of the first tag the scheme forbids."""
+def check_scheme(sentences: Sequence[NerSentence], path: str, scheme: str = "auto") -> tuple[str, int, str]:
+  """-> (the scheme of `sentences`' tags, how many tags it does not allow, "line N: what" of the first).
+
+  "auto": the scheme detected, strictly: BIOES when E- or S- tags occur, IOB1 when an I- tag opens an entity,
+  else IOB2 (also for a file without entities, which all schemes read alike); a tag the detected scheme does
+  not allow raises ValueError naming the file and line. A given scheme is trusted: the tags it does not allow
+  are counted (conlleval's reading gives them a meaning), except E-/S- tags in IOB1 or IOB2, which raise."""
   first: dict[str, tuple[int, str]] = {}  # kind -> (line, message) of its first occurrence
+  counts: dict[str, int] = {}
   for sentence in sentences:
     for i, kind, message in _sequence_problems(sentence.tags):
+      # Sentences are blank-line separated, so a sentence's tags sit on consecutive lines: line + i is exact.
       first.setdefault(kind, (sentence.line + i, message))
-  if scheme == "auto":
+      counts[kind] = counts.get(kind, 0) + 1
+  given = scheme != "auto"
+  if not given:
     if "bioes" in first:
       scheme = "BIOES"
     elif "iob1" in first and "iob2" in first:
       (a, why_a), (b, why_b) = first["iob1"], first["iob2"]
       raise ValueError(f"{path}:{max(a, b)}: the file mixes IOB1 (line {a}: {why_a}) and IOB2 (line {b}: "
-                       f"{why_b}); fix the tags")
+                       f"{why_b}); fix the tags, or pass --tag_scheme=IOB1 or IOB2 to read them as conlleval does")
     else:
       scheme = "IOB1" if "iob1" in first else "IOB2"
-  # Sentences are blank-line separated, so a sentence's tags sit on consecutive lines: line + index is exact.
   bad = sorted(first[kind] for kind in _FORBIDDEN[scheme] if kind in first)
-  if bad:
-    line, message = bad[0]
-    raise ValueError(f"{path}:{line}: {message}: not {scheme}; pass --tag_scheme=auto or the file's scheme "
-                     f"({', '.join(SCHEMES)})")
-  return scheme
+  if bad and (not given or "bioes" in first and scheme != "BIOES"):
+    line, message = first["bioes"] if given else bad[0]
+    fix = "pass --tag_scheme=BIOES or auto" if given else \
+        f"fix the tags, or pass --tag_scheme={scheme} to read them as conlleval does"
+    raise ValueError(f"{path}:{line}: {message}: not {scheme}; {fix}")
+  irregular = sum(counts[kind] for kind in _FORBIDDEN[scheme] if kind in counts)
+  return scheme, irregular, (f"line {bad[0][0]}: {bad[0][1]}" if bad else "")
 
 
 def render(spans: Sequence[tuple[str, int, int]], length: int, scheme: str) -> list[str]:

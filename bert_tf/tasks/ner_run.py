@@ -116,6 +116,9 @@ def read_inputs(config: NerConfig, types: tuple[str, ...] | None = None,
     conll = ner.read_conll(ner.split_file(config.data_dir, _SPLITS[split]), config.tag_scheme)
     say(f"{conll.path}: {len(conll.sentences)} sentences, {conll.num_words} words, {conll.num_documents} "
         f"document(s), {conll.scheme} tags, types {', '.join(conll.types) or '(none)'}")
+    if conll.irregular:
+      say(f"{conll.path}: {conll.irregular} tag(s) that {conll.scheme} does not allow (first: "
+          f"{conll.first_irregular}), read as conlleval reads them")
     inputs[split] = conll
   if "train" in inputs:
     types = inputs["train"].types
