@@ -339,3 +339,61 @@ def test_save_vocab_rejects_tokens_that_would_not_read_back(tmp_path):
 
 def test_fast_character_classes_equal_the_per_code_point_definition():
   assert tk._char_classes() == tk._char_classes_slow()
+
+
+# (text, expected (piece, its text in the input) pairs) on the tiny vocabulary, uncased.
+OFFSET_CASES = [
+    ("Unhappily, cats!", [("un", "Un"), ("##happ", "happ"), ("##ily", "ily"), (",", ","), ("cat", "cat"),
+                          ("##s", "s"), ("!", "!")]),
+    ("  Héllo\u00a0the\u200bcat", [("hello", "Héllo"), ("[UNK]", "the\u200bcat")]),  # "thecat": one word
+    ("c\u200ba\u00adt", [("cat", "c\u200ba\u00adt")]),  # controls removed: pieces span the whole word
+    ("the中cat", [("the", "the"), ("[UNK]", "中"), ("cat", "cat")]),
+    ("", []),
+]
+
+
+@pytest.mark.parametrize("text,expected", OFFSET_CASES)
+def test_tokenize_with_offsets_tiny_exact(tiny, text, expected):
+  graph = tk.GraphTokenizer(TINY_VOCAB, do_lower_case=True)
+  out = graph.tokenize_with_offsets(tf.constant([text]))
+  data = text.encode("utf-8")
+  pieces = out.ids.merge_dims(1, 2)[0].numpy().tolist()
+  begins = out.piece_begin.merge_dims(1, 2)[0].numpy()
+  ends = out.piece_end.merge_dims(1, 2)[0].numpy()
+  assert [(TINY_VOCAB[i], data[b:e].decode("utf-8")) for i, b, e in zip(pieces, begins, ends)] == expected
+
+
+def test_tokenize_with_offsets_points_at_each_word_and_piece(real, corpus_lines):
+  """On real and hostile text: the same ids as `tokenize`; each word's offsets hold text that basic-tokenizes
+  to exactly that word; a word's pieces tile it in order (or all span it, where normalising changed its
+  number of characters)."""
+  ref, python, graph = real
+  texts = [t for t in ACCEPTANCE if "\ufffd" not in t] + corpus_lines[:1500]
+  out = graph.tokenize_with_offsets(tf.constant(texts))
+  values, splits = graph.tokenize_lines(texts)
+  assert out.ids.merge_dims(1, 2).flat_values.numpy().tolist() == values.tolist()
+  basic = tk.BasicTokenizer(do_lower_case=graph.do_lower_case)
+  all_words, word_begin, word_end = out.words.to_list(), out.word_begin.to_list(), out.word_end.to_list()
+  piece_begin, piece_end = out.piece_begin.to_list(), out.piece_end.to_list()
+  checked = exact = 0
+  for i, text in enumerate(texts):
+    data = text.encode("utf-8")
+    for w, word in enumerate(all_words[i]):
+      word, b, e = word.decode("utf-8"), word_begin[i][w], word_end[i][w]
+      # Exactly the word; or, where folding changed a chunk's number of characters (Hangul decomposes), the
+      # whole chunk, which holds the word. (A final sigma depends on the letters around the span: compared
+      # as the plain sigma.)
+      found = [t.replace("ς", "σ") for t in basic.tokenize(data[b:e].decode("utf-8"))]
+      word = word.replace("ς", "σ")
+      assert found == [word] or word in found, (text, word)
+      exact += found == [word]
+      piece_b, piece_e = np.array(piece_begin[i][w]), np.array(piece_end[i][w])
+      if not len(piece_b):
+        continue
+      tiled = piece_b[0] == b and piece_e[-1] == e and (piece_b[1:] == piece_e[:-1]).all()
+      spanning = (piece_b == b).all() and (piece_e == e).all()
+      assert tiled or spanning, (text, word)
+      if len(word) == len(data[b:e].decode("utf-8")):
+        assert tiled, (text, word)
+      checked += 1
+  assert checked > 20_000 and exact > 0.99 * checked

@@ -9,7 +9,7 @@ import functools
 import logging
 import sys
 import unicodedata
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -81,6 +81,28 @@ def _icu_fixups() -> tuple[Ranges, tuple[int, ...], tuple[int, ...]]:
   return _to_ranges(routed), keys, tuple(fixes[k] for k in keys)
 
 
+def _to_raw_offsets(normal: tf.Tensor, raw: tf.Tensor, offsets: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
+  """Byte offsets into the normalised strings `normal` -> byte offsets into the `raw` strings they came from
+  (all [N]). Equal strings keep them; strings with as many characters match character for character ("Café"
+  -> "cafe": one byte fewer); otherwise (a removed control character, "İ" -> "i" + a dot) `fallback`."""
+  offsets32 = tf.cast(offsets, tf.int32)
+  zeros = tf.zeros_like(offsets32)
+  chars = tf.strings.length(tf.strings.substr(normal, zeros, offsets32), unit="UTF8_CHAR")
+  by_chars = tf.cast(tf.strings.length(tf.strings.substr(raw, zeros, chars, unit="UTF8_CHAR")), tf.int64)
+  same_chars = tf.equal(tf.strings.length(normal, unit="UTF8_CHAR"), tf.strings.length(raw, unit="UTF8_CHAR"))
+  return tf.where(tf.equal(normal, raw), offsets, tf.where(same_chars, by_chars, fallback))
+
+
+class TokensWithOffsets(NamedTuple):
+  """`GraphTokenizer.tokenize_with_offsets`'s result (B strings, W words, P pieces); see there."""
+  ids: tf.RaggedTensor  # int64 [B, (W), (P)]
+  words: tf.RaggedTensor  # tf.string [B, (W)]
+  word_begin: tf.RaggedTensor  # int64 [B, (W)]
+  word_end: tf.RaggedTensor
+  piece_begin: tf.RaggedTensor  # int64 [B, (W), (P)]
+  piece_end: tf.RaggedTensor
+
+
 class GraphTokenizer(tf.Module):
   """The same tokenizer as `FullTokenizer`, built from TensorFlow and tensorflow-text ops.
 
@@ -109,6 +131,10 @@ class GraphTokenizer(tf.Module):
     self._re_marks = _re2_class(classes.marks)
     self._re_punctuation = _re2_class(classes.punctuation)
     self._re_split = " +|" + self._re_punctuation  # Cleaning left " " as the only whitespace.
+    # For `tokenize_with_offsets`, which splits the text as given (so offsets point into it) into chunks: any
+    # whitespace separates, CJK characters stand alone.
+    self._re_split_raw = _re2_class(classes.whitespace) + "+|" + self._re_cjk
+    self._re_keep_raw = self._re_cjk
     self._re_special = _re2_literal_alternation(SPECIAL_TOKENS)
     if do_lower_case:
       routed, keys, values = _icu_fixups()
@@ -156,6 +182,71 @@ class GraphTokenizer(tf.Module):
       splits.append(ids.row_splits.numpy()[1:] + total)
       total += len(values[-1])
     return (np.concatenate(values) if values else np.zeros([0], np.int32)), np.concatenate(splits)
+
+  def tokenize_with_offsets(self, strings: tf.Tensor) -> TokensWithOffsets:
+    """The ids of `tokenize`, with where each word and each WordPiece came from in the input.
+
+    strings: tf.string [B], valid UTF-8 (an InvalidArgument error otherwise: offsets into bytes that
+      `tokenize` would have replaced could point anywhere).
+    Returns a `TokensWithOffsets`:
+      ids          int64 RaggedTensor [B, (W), (P)]: the WordPiece ids of each basic-tokenizer word; a word
+                   that cleaning empties (only control characters) has no pieces. `ids.merge_dims(1, 2)`
+                   equals `tokenize(strings)`.
+      words        tf.string RaggedTensor [B, (W)]: the words as WordPiece sees them (cleaned, and folded when
+                   lower-casing).
+      word_begin, word_end     int64 [B, (W)]: byte offsets [begin, end) of each word in its string.
+      piece_begin, piece_end   int64 [B, (W), (P)]: byte offsets of each piece in its string: the bytes of
+                   the text it was made of. Where normalising a word changed its bytes but not its number of
+                   characters ("Café" -> "cafe"), characters are matched one to one; where it changed that
+                   too (a removed control character, "İ" -> "i" + a dot), every piece spans the whole word.
+    The words are the basic tokenizer's: chunks split at whitespace and CJK characters on the text as given,
+    each cleaned and folded, then split at punctuation; offsets map back through characters where a chunk kept
+    its number of characters, else each of its words spans the whole chunk.
+    Special tokens are not preserved (`preserve_special_tokens=False` only).
+    """
+    if self.preserve_special_tokens:
+      raise ValueError("tokenize_with_offsets needs preserve_special_tokens=False")
+    check = tf.debugging.assert_equal(
+        tf.reduce_all(tf.strings.regex_full_match(strings, _RE_VALID_UTF8)), True,
+        message="text must be valid UTF-8")
+    with tf.control_dependencies([check]):
+      strings = tf.identity(strings)
+    # Chunks as the reference's whitespace split finds them (CJK characters stand alone); each is cleaned and
+    # folded whole, so case context (a final sigma) is the reference's, then split at punctuation, which
+    # folding can create ("≠" -> "=").
+    chunks, chunk_begin, chunk_end = tf_text.regex_split_with_offsets(strings, self._re_split_raw,
+                                                                      self._re_keep_raw)  # [B, (C)]
+    raw_chunks = chunks.flat_values
+    normal_chunks = tf.strings.regex_replace(raw_chunks, self._re_removed, "")
+    if self.do_lower_case:
+      normal_chunks = self._fold(normal_chunks)
+    split, local_begin, local_end = tf_text.regex_split_with_offsets(
+        normal_chunks, self._re_punctuation, self._re_punctuation)  # [C, (W)] offsets in the normalised chunk
+    chunk_of = split.value_rowids()
+    words = split.flat_values
+    begin_in_chunk = _to_raw_offsets(tf.gather(normal_chunks, chunk_of), tf.gather(raw_chunks, chunk_of),
+                                     local_begin.flat_values, tf.zeros_like(local_begin.flat_values))
+    end_in_chunk = _to_raw_offsets(tf.gather(normal_chunks, chunk_of), tf.gather(raw_chunks, chunk_of),
+                                   local_end.flat_values, tf.cast(tf.strings.length(tf.gather(raw_chunks, chunk_of)),
+                                                                  tf.int64))
+    chunk_start = tf.gather(chunk_begin.flat_values, chunk_of)
+    raw = chunks.with_flat_values(split).merge_dims(1, 2)  # [B, (W)]
+    word_begin = raw.with_flat_values(chunk_start + begin_in_chunk)
+    word_end = raw.with_flat_values(chunk_start + end_in_chunk)
+    raw_words = tf.strings.substr(tf.gather(strings, raw.value_rowids()), tf.cast(word_begin.flat_values, tf.int32),
+                                  tf.cast(word_end.flat_values - word_begin.flat_values, tf.int32))
+
+    ids, begin, end = self._word_ids_with_offsets(words)  # [W, (P)], offsets into the normalised words
+    rows = ids.value_rowids()  # [P] the word of each piece
+    starts = tf.gather(word_begin.flat_values, rows)
+    raw_of_piece, normal_of_piece = tf.gather(raw_words, rows), tf.gather(words, rows)
+    word_length = tf.cast(tf.strings.length(raw_of_piece), tf.int64)
+    piece_begin = starts + _to_raw_offsets(normal_of_piece, raw_of_piece, begin.flat_values,
+                                           tf.zeros_like(word_length))
+    piece_end = starts + _to_raw_offsets(normal_of_piece, raw_of_piece, end.flat_values, word_length)
+    nest = raw.with_flat_values
+    return TokensWithOffsets(nest(ids), nest(words), word_begin, word_end,
+                             nest(ids.with_flat_values(piece_begin)), nest(ids.with_flat_values(piece_end)))
 
   def basic_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
     """Steps 1-5: tf.string [B] -> tf.string RaggedTensor [B, (W)] of words (preserved special tokens included)."""
@@ -229,6 +320,19 @@ class GraphTokenizer(tf.Module):
     row_lengths = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), chars.value_rowids(), chars.nrows())
     kept = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(c, keep), row_lengths)
     return tf.strings.unicode_encode(kept, "UTF-8")
+
+  def _word_ids_with_offsets(self, words: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+    """`_word_ids` with byte offsets of each piece in its word: 3 x int64 RaggedTensor [W, (P)]. A word too long
+    for WordPiece is one [UNK] spanning the whole word."""
+    is_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_chars_per_word
+    ids, begin, end = self._wordpiece.tokenize_with_offsets(tf.where(is_long, "", words))
+    single = tf.cast(is_long, tf.int64)
+    unk = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(single)], tf.constant(self._unk_id, tf.int64)),
+                                           single)
+    zero = tf.RaggedTensor.from_row_lengths(tf.zeros([tf.reduce_sum(single)], tf.int64), single)
+    length = tf.RaggedTensor.from_row_lengths(tf.cast(tf.boolean_mask(tf.strings.length(words), is_long), tf.int64),
+                                              single)
+    return (tf.concat([ids, unk], axis=1), tf.concat([begin, zero], axis=1), tf.concat([end, length], axis=1))
 
   def _word_ids(self, words: tf.Tensor) -> tf.RaggedTensor:
     """Step 6: tf.string [W] -> int64 RaggedTensor [W, (P)]."""
