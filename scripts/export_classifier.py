@@ -3,7 +3,8 @@
   python scripts/export_classifier.py --classifier_dir=out/mrpc/classifier --export_dir=export --model_name=mrpc
 
 writes export/mrpc/<version>/ (the next free version unless --model_version): a SavedModel whose
-`serving_default` takes raw text, with its warmup requests and manifest in assets.extra/.
+`serving_default` takes raw text, with its warmup requests and manifest in assets.extra/, written by
+`serving.export_classifier` on the export path every task shares (`serving.export_servable`).
 (`scripts/run_classifier.py --export_dir=...` does the same at the end of a run.) The folder's vocab.txt must
 fit its bert_config.json (checked before anything is written).
 """

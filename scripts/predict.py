@@ -1,15 +1,21 @@
-"""Classifies sentences with an exported classifier, locally or through TensorFlow Serving; see docs/serving.md.
+"""Runs an exported model of any task, locally or through TensorFlow Serving; see docs/serving.md.
 
-Prints one JSON line per example: its sentences and the model's outputs (label, label_id, probabilities; or
-score for regression).
+Prints one JSON line per example: its inputs and the model's outputs (a classifier: label, label_id,
+probabilities, or score for regression; SQuAD: answer, score, start_char, end_char, null_score_diff; ...).
 
   # In this process, from the export (a version folder, or the model folder: its highest version):
   python scripts/predict.py --saved_model_dir=export/mrpc --sentence1="He ran." --sentence2="He was running."
+  python scripts/predict.py --saved_model_dir=export/squad --question="Who ran?" --context="He ran."
+  python scripts/predict.py --saved_model_dir=export/squad --instance='{"question": "Who?", "context": "He."}'
   # Through TF Serving's REST port, or its gRPC port:
   python scripts/predict.py --server=localhost:8501 --model_name=mrpc --input_file=pairs.tsv
   python scripts/predict.py --server=localhost:8500 --protocol=grpc --model_name=mrpc --input_file=pairs.jsonl
   # Show the request instead of sending it (e.g. for curl -d @-):
   python scripts/predict.py --print_request --sentence1="He ran." --sentence2="He was running."
+
+Examples come one way: --sentence1/--sentence2 (a classifier), --question/--context (SQuAD), --instance (JSON
+objects of any signature's inputs) or --input_file. With --saved_model_dir they are checked against the
+signature's inputs (from the export's manifest) before the model is loaded.
 """
 
 import json
@@ -29,19 +35,54 @@ flags.DEFINE_integer("model_version", None, "A version on the server; default th
 flags.DEFINE_enum("protocol", "rest", ["rest", "grpc"], "How to talk to --server.")
 flags.DEFINE_string("sentence1", None, "One example's first (or only) sentence.")
 flags.DEFINE_string("sentence2", None, "One example's second sentence (pair tasks).")
+flags.DEFINE_string("question", None, "SQuAD: one example's question (with --context).")
+flags.DEFINE_string("context", None, "SQuAD: one example's passage (with --question).")
+flags.DEFINE_multi_string("instance", None, "One example as a JSON object of the signature's inputs, e.g. "
+                          '\'{"question": "Who ran?", "context": "He ran."}\'; repeat the flag for several.')
 flags.DEFINE_string("input_file", None, "Examples: TSV with one or two columns (no header), or JSON lines with "
-                    '"sentence1" and optionally "sentence2".')
+                    '"sentence1" and optionally "sentence2" (a classifier), or JSON lines with exactly the '
+                    "signature's inputs (any task).")
 flags.DEFINE_bool("print_request", False, "Print the REST JSON body (or, with --protocol=grpc, the gRPC "
                   "PredictRequest as text) and exit without sending it.")
 flags.DEFINE_float("timeout", 30.0, "Seconds to wait for --server.")
 
+_SOURCES = ("--input_file", "--instance", "--sentence1/--sentence2", "--question/--context")
 
-def _instances() -> list[dict[str, str]]:
-  if FLAGS.input_file:
-    if FLAGS.sentence1 is not None or FLAGS.sentence2 is not None:
-      raise ValueError("give --input_file or --sentence1/--sentence2, not both")
+
+def _source() -> str:
+  """The one way examples are given, checked before anything is read."""
+  given = {"--input_file": FLAGS.input_file is not None, "--instance": bool(FLAGS.instance),
+           "--sentence1/--sentence2": FLAGS.sentence1 is not None or FLAGS.sentence2 is not None,
+           "--question/--context": FLAGS.question is not None or FLAGS.context is not None}
+  named = [source for source in _SOURCES if given[source]]
+  if len(named) > 1:
+    raise ValueError(f"give examples one way: {' or '.join(named)}, not both")
+  if not named:
+    raise ValueError("no examples: give --sentence1 (and --sentence2 for a pair task), --question and --context "
+                     "(SQuAD), --instance (a JSON object) or --input_file")
+  if named[0] == "--sentence1/--sentence2" and FLAGS.sentence1 is None:
+    raise ValueError("--sentence2 without --sentence1: give --sentence1 too")
+  if named[0] == "--question/--context" and (FLAGS.question is None or FLAGS.context is None):
+    raise ValueError("--question and --context go together (a SQuAD example): give both")
+  return named[0]
+
+
+def _parse_instance(text: str, i: int) -> dict:
+  label = "--instance" if len(FLAGS.instance) == 1 else f"--instance {i}"  # as check_instances names them
+  try:
+    instance = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{label}: not JSON ({e.msg}); give one object, e.g. "
+                     '\'{"question": "...", "context": "..."}\'') from None
+  if not isinstance(instance, dict) or not instance:
+    raise ValueError(f"{label}: give a non-empty JSON object of input name -> value")
+  return instance
+
+
+def _instances(source: str, input_names: list[str] | None) -> list[dict]:
+  if source == "--input_file":
     try:
-      return requests.read_instances(FLAGS.input_file)
+      return requests.read_instances(FLAGS.input_file, input_names or requests.guess_input_names(FLAGS.input_file))
     except UnicodeDecodeError:
       # The decoder's message names neither the file nor the line: find the line, and say so.
       from bert_tf.data import text_io
@@ -49,12 +90,15 @@ def _instances() -> list[dict[str, str]]:
       for _ in text_io.iter_lines(FLAGS.input_file):
         pass
       raise
-  if FLAGS.sentence1 is None:
-    raise ValueError("no examples: give --sentence1 (and --sentence2 for a pair task) or --input_file")
-  instance = {"sentence1": FLAGS.sentence1}
-  if FLAGS.sentence2 is not None:
-    instance["sentence2"] = FLAGS.sentence2
-  return [instance]
+  if source == "--instance":
+    instances = [_parse_instance(text, i) for i, text in enumerate(FLAGS.instance)]
+  elif source == "--question/--context":
+    instances = [{"question": FLAGS.question, "context": FLAGS.context}]
+  else:
+    instances = [{"sentence1": FLAGS.sentence1}]
+    if FLAGS.sentence2 is not None:
+      instances[0]["sentence2"] = FLAGS.sentence2
+  return requests.check_instances(instances, input_names, what=source)
 
 
 def _check_flags() -> None:
@@ -73,7 +117,7 @@ def _check_flags() -> None:
     raise ValueError("--protocol and --model_version apply to --server, not to --saved_model_dir")
 
 
-def _predict(instances: list[dict[str, str]]) -> list[dict]:
+def _predict(instances: list[dict]) -> list[dict]:
   if FLAGS.saved_model_dir:
     return requests.run_local(FLAGS.saved_model_dir, instances)
   try:
@@ -88,9 +132,16 @@ def _predict(instances: list[dict[str, str]]) -> list[dict]:
 
 def main(argv):
   if len(argv) > 1:
-    raise ValueError(f"unexpected arguments {argv[1:]}; pass sentences with --sentence1/--sentence2")
+    raise ValueError(f"unexpected arguments {argv[1:]}; pass sentences with --sentence1/--sentence2, or "
+                     "examples with --instance")
   _check_flags()
-  instances = _instances()
+  source = _source()
+  # Locally the signature's inputs are known before the model loads (the manifest), so examples are checked
+  # against them; a server checks them itself.
+  input_names = None
+  if FLAGS.saved_model_dir and not FLAGS.print_request:
+    input_names = sorted(requests.signature_inputs(FLAGS.saved_model_dir))
+  instances = _instances(source, input_names)
   if FLAGS.print_request:
     if FLAGS.protocol == "rest":
       print(json.dumps(requests.rest_request(instances), ensure_ascii=False))

@@ -12,6 +12,7 @@ import concurrent.futures
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ from tensorflow_serving.apis import predict_pb2
 import training_helpers as th
 from bert_tf.export import requests, serving
 from bert_tf.tasks.classification import ClassifierSpec
-from test_serving import LABELS, T, tiny_classifier, write_vocab
+from test_serving import LABELS, T, export_words, tiny_classifier, write_vocab
 
 SCRIPT = "scripts/predict.py"
 PAIRS = [{"sentence1": "The dog sat on the mat.", "sentence2": "A cat is running."},
@@ -338,3 +339,149 @@ def test_script_talks_rest_and_grpc(export, tmp_path):
   assert stand_in.requests[0][2] == columns
   assert {k: [x.decode() for x in v] for k, v in stand_in.requests[1][2].items()} == columns
   assert missing.returncode == 1 and "HTTP 404: Servable not found" in missing.stderr
+
+
+# -- Any task's inputs and outputs ----------------------------------------------------------------------------
+
+QA = [{"question": "who ran?", "context": "the dog ran"}, {"question": "Über", "context": "fox"}]
+
+
+@pytest.fixture(scope="module")
+def word_export(tmp_path_factory):
+  """test_serving's WordServer (question/context in; answer, words, tokens out) exported as <root>/words/1."""
+  return export_words(str(tmp_path_factory.mktemp("words")))
+
+
+def test_read_instances_with_input_names(tmp_path):
+  names = ["question", "context"]
+  good = tmp_path / "qa.jsonl"
+  good.write_text('{"question": "who?", "context": "a b"}\n\n{"context": "c", "question": ""}\n')
+  assert requests.read_instances(str(good), names) == [{"question": "who?", "context": "a b"},
+                                                       {"question": "", "context": "c"}]
+  bad = tmp_path / "bad.jsonl"
+  for content, error in [
+      ('{"question": "a", "context": "b"}\n{"question": "c"}\n',
+       r"bad.jsonl:2: the model takes exactly \['context', 'question'\]; missing \['context'\]"),
+      ('{"question": "a", "context": "b", "label": 1}\n', r"bad.jsonl:1: .*; unexpected \['label'\]"),
+      ('{"question": "a", "context": "b"}\n\n{"question": 3, "context": "b"}\n',
+       r"bad.jsonl:3: 'question' must be a string, not int"),
+      ('{"question": "a", "context": "b"}\n{"question": "a", \n', r"bad.jsonl:2: not a JSON object"),
+      ('["a", "b"]\n', r"bad.jsonl:1: a JSON list, not an object"),
+      ("who?\ta b\n", r"bad.jsonl:1: not a JSON object"),  # TSV is the classifier's format only
+  ]:
+    bad.write_text(content)
+    with pytest.raises(ValueError, match=error):
+      requests.read_instances(str(bad), names)
+  # A classifier's names: today's formats, each example checked against them.
+  tsv = tmp_path / "pairs.tsv"
+  tsv.write_text("a dog\ta cat\nthe fox\n")
+  with pytest.raises(ValueError, match=r"pairs.tsv:2: gives \['sentence1'\] but the model takes .*give sentence2"):
+    requests.read_instances(str(tsv), ["sentence1", "sentence2"])
+  with pytest.raises(ValueError, match=r"pairs.tsv:1: gives \['sentence1', 'sentence2'\] but the model takes "
+                     r"\['sentence1'\]"):
+    requests.read_instances(str(tsv), ["sentence1"])
+  jsonl = tmp_path / "pairs.jsonl"
+  jsonl.write_text('{"sentence1": "a", "sentence2": "b", "label": 1}\n')  # other keys ignored, as without names
+  assert requests.read_instances(str(jsonl), ["sentence1", "sentence2"]) == [{"sentence1": "a", "sentence2": "b"}]
+
+
+def test_guess_input_names(tmp_path):
+  path = tmp_path / "in.jsonl"
+  for content, names in [('\n{"question": "a", "context": "b"}\n', ["context", "question"]),
+                         ('{"sentence1": "a", "label": 1}\n', None), ("a\tb\n", None), ("[1]\n", None),
+                         ("{bad\n", None)]:
+    path.write_text(content)
+    assert requests.guess_input_names(str(path)) == names
+
+
+def test_check_instances():
+  assert requests.check_instances([{"a": "x", "b": [1.5, 2]}, {"a": "y", "b": [0, 1], "c": None}], ["b", "a"]) == [
+      {"a": "x", "b": [1.5, 2]}, {"a": "y", "b": [0, 1]}]
+  with pytest.raises(ValueError, match=r"--instance: has inputs \['a'\] but the signature takes \['a', 'b'\]; "
+                     r"missing \['b'\]"):  # one example: no index
+    requests.check_instances([{"a": "x"}], ["a", "b"], what="--instance")
+  with pytest.raises(ValueError, match=r"--instance 1: has inputs \['a', 'c'\] .*; unexpected \['c'\]"):
+    requests.check_instances([{"a": "x", "b": "y"}, {"a": "x", "c": "y"}], ["a", "b"], what="--instance")
+  with pytest.raises(ValueError, match=r"instance 1: has inputs \['a', 'b'\] but instance 0 has \['a'\]"):
+    requests.check_instances([{"a": "x"}, {"a": "y", "b": "z"}])
+  with pytest.raises(ValueError, match="instance: give a non-empty list"):
+    requests.check_instances({"a": "x"})
+
+
+def test_rows_from_rest_names_a_bare_value_output():
+  assert requests.rows_from_rest({"predictions": ["A", "B"]}, output_name="answer") == [{"answer": "A"},
+                                                                                       {"answer": "B"}]
+  assert requests.rows_from_rest({"predictions": [{"answer": "A", "score": 2.5}]}, output_name="answer") == [
+      {"answer": "A", "score": 2.5}]
+
+
+def test_grpc_request_dtypes_follow_values_or_the_signature():
+  request = requests.grpc_request("m", [{"s": "a", "i": [1, 2], "f": [0.5, 1], "b": True}])
+  assert {name: tf.dtypes.as_dtype(proto.dtype).name for name, proto in request.inputs.items()} == {
+      "s": "string", "i": "int32", "f": "float32", "b": "bool"}
+  forced = requests.grpc_request("m", [{"i": [1, 2]}], dtypes={"i": tf.int64})
+  assert forced.inputs["i"].dtype == tf.int64.as_datatype_enum
+  assert tf.make_ndarray(forced.inputs["i"]).tolist() == [[1, 2]]
+
+
+def test_run_local_gives_string_and_2d_outputs_of_any_task(word_export):
+  rows = requests.run_local(word_export, QA)
+  assert rows == [{"answer": "WHO RAN?", "tokens": ["the", "dog", "ran"], "words": 13},
+                  {"answer": "ÜBER", "tokens": ["fox", "", ""], "words": 11}]
+  assert requests.run_local(word_export, [{"text": "a b"}], signature_name="count") == [{"words": 2}]
+  with pytest.raises(ValueError, match=r"takes inputs \['context', 'question'\], the examples give \['question'\]"):
+    requests.run_local(word_export, [{"question": "a"}])
+  with pytest.raises(ValueError, match=r"input 'question': the examples' values \[3\] are not string values"):
+    requests.run_local(word_export, [{"question": 3, "context": "a"}])
+
+
+def test_signature_inputs_from_the_manifest_or_the_saved_model(word_export, tmp_path):
+  expected = {"question": "string", "context": "string"}
+  assert requests.signature_inputs(os.path.dirname(word_export)) == expected  # the model folder: version 1
+  assert requests.signature_inputs(word_export, "count") == {"text": "string"}
+  copy = tmp_path / "1"
+  shutil.copytree(word_export, copy)
+  os.remove(copy / "assets.extra" / "bert_tf_manifest.json")  # an export not written by bert_tf
+  assert requests.signature_inputs(str(copy)) == expected
+  with pytest.raises(ValueError, match=r"no signature 'encoded'; it has \['count', 'serving_default'\]"):
+    requests.signature_inputs(str(copy), "encoded")
+
+
+@pytest.mark.slow
+def test_script_runs_any_tasks_export_locally(word_export, tmp_path):
+  expected = requests.run_local(word_export, QA)
+  one = _lines(_script(f"--saved_model_dir={word_export}", f"--instance={json.dumps(QA[0])}"))
+  assert one == [{**QA[0], **expected[0]}]
+  two = _lines(_script(f"--saved_model_dir={os.path.dirname(word_export)}",
+                       *[f"--instance={json.dumps(q)}" for q in QA]))
+  assert two == [{**q, **row} for q, row in zip(QA, expected)]
+  squad = _lines(_script(f"--saved_model_dir={word_export}", "--question=Über", "--context=fox"))
+  assert squad == [{**QA[1], "answer": "ÜBER", "tokens": ["fox"], "words": 11}]  # alone: no padding
+  lines = tmp_path / "qa.jsonl"
+  lines.write_text("".join(json.dumps(q) + "\n" for q in QA))
+  assert _lines(_script(f"--saved_model_dir={word_export}", f"--input_file={lines}")) == two
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--instance={\"question\": \"a\"}"], "--instance: has inputs ['question'] but the signature takes "
+                                           "['context', 'question']; missing ['context']"),
+    (["--instance={\"question\": \"a\", \"context\": \"b\"}", "--instance={\"question\": \"a\"}"],
+     "--instance 1: has inputs ['question']"),
+    (["--sentence1=a"], "--sentence1/--sentence2: has inputs ['sentence1'] but the signature takes"),
+    (["--instance=[1]"], "--instance: give a non-empty JSON object"),
+    (["--instance={\"question\": \"a\", \"context\": \"b\"}", "--instance={bad"], "--instance 1: not JSON"),
+    (["--question=a"], "--question and --context go together"),
+    (["--instance={\"a\": 1}", "--question=a", "--context=b"], "give examples one way: --instance or "
+                                                               "--question/--context, not both"),
+])
+def test_script_checks_examples_against_the_signature_before_loading(word_export, flags, message):
+  result = _script(f"--saved_model_dir={word_export}", *flags, timeout=60)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_script_prints_a_request_of_any_inputs():
+  result = _script("--print_request", "--question=Who?", "--context=He ran.")
+  assert result.returncode == 0, result.stderr
+  assert json.loads(result.stdout) == {"signature_name": "serving_default",
+                                       "instances": [{"question": "Who?", "context": "He ran."}]}

@@ -550,7 +550,8 @@ def test_export_servable_layout_and_manifest(word_export):
                 "outputs": {"words": {"dtype": "int32", "shape": [-1]}}}}
   # Core ops only: nothing for the server to link in, and the note says so rather than naming tensorflow-text.
   assert manifest["custom_ops"] == [] and "core TensorFlow" in manifest["note"]
-  assert manifest["tensorflow"] == tf.__version__ and manifest["serving_image"] == f"tensorflow/serving:{tf.__version__}"
+  assert manifest["tensorflow"] == tf.__version__
+  assert manifest["serving_image"] == f"tensorflow/serving:{tf.__version__}"
   # The variable is saved and restored: 10 is added to each count.
   loaded = tf.saved_model.load(word_export)
   out = loaded.signatures["serving_default"](question=tf.constant(["a b"]), context=tf.constant(["x y z"]))
@@ -619,7 +620,7 @@ def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(t
     ({"warmup_signature": "other"}, r"signatures \['count', 'serving_default'\]: no 'other'"),
     ({"warmup_instances": []}, "warmup_instances: give a non-empty list"),
     ({"warmup_instances": [{"question": "a"}]},
-     r"warmup_instances 0: has inputs \['question'\] but the signature takes \['context', 'question'\]; "
+     r"warmup_instances: has inputs \['question'\] but the signature takes \['context', 'question'\]; "
      r"missing \['context'\]"),
     ({"warmup_instances": [{"question": "a", "context": "b", "text": "c"}]}, r"unexpected \['text'\]"),
     ({"warmup_instances": [{"question": 1, "context": "b"}]}, "warmup_instances: 'serving_default' fails on them"),
@@ -645,12 +646,12 @@ def test_check_warmup_instances():
   with pytest.raises(ValueError, match=r"warmup_instances 1: 'ids' has shape \[3\] but warmup_instances 0's has "
                      r"\[2\]"):
     serving.check_warmup_instances([{"ids": [1, 2]}, {"ids": [3, 4, 5]}])
-  with pytest.raises(ValueError, match=r"warmup_instances 0 'ids': a ragged list"):
+  with pytest.raises(ValueError, match=r"warmup_instances 'ids': a ragged list"):
     serving.check_warmup_instances([{"ids": [[1], [2, 3]]}])
-  with pytest.raises(ValueError, match="warmup_instances 0 'x': dict is not an input value"):
+  with pytest.raises(ValueError, match="warmup_instances 'x': dict is not an input value"):
     serving.check_warmup_instances([{"x": {"a": 1}}])
-  with pytest.raises(ValueError, match="warmup_instances 0: str, not a dict"):
-    serving.check_warmup_instances(["question"])
+  with pytest.raises(ValueError, match="warmup_instances 1: str, not a dict"):
+    serving.check_warmup_instances([{"question": "a"}, "question"])
   assert len(serving.check_warmup_instances([{"t": "a"}] * 999)) == 999  # 999 + the batch: TF Serving's 1,000
   with pytest.raises(ValueError, match="1000 warmup examples make 1001 requests; TF Serving reads at most 1000"):
     serving.check_warmup_instances([{"t": "a"}] * 1000)

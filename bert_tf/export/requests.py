@@ -73,26 +73,27 @@ def check_instances(instances: Sequence[Mapping[str, Any]], input_names: Sequenc
   Every instance must give the same inputs - exactly `input_names` when given (a signature's inputs) - each a
   string, a number or a list of them, and each input the same shape in every instance: a batch is sent as one
   tensor per input, [B] for scalars, [B, ...] for lists. `what` names the instances in errors
-  ("warmup_instances", "--instance", ...).
+  ("warmup_instances", "--instance", ...), followed by the example's index (from 0) when there are several.
   """
   if isinstance(instances, Mapping) or not isinstance(instances, Sequence) or not instances:
     raise ValueError(f"{what}: give a non-empty list of examples (dicts of input name -> value)")
+  label = (lambda i: what) if len(instances) == 1 else (lambda i: f"{what} {i}")
   for i, instance in enumerate(instances):
     if not isinstance(instance, Mapping):
-      raise ValueError(f"{what} {i}: {type(instance).__name__}, not a dict of input name -> value")
+      raise ValueError(f"{label(i)}: {type(instance).__name__}, not a dict of input name -> value")
   cleaned = [{k: v for k, v in instance.items() if v is not None} for instance in instances]
   expected = set(input_names) if input_names is not None else set(cleaned[0])
   for i, instance in enumerate(cleaned):
     if set(instance) != expected:
       missing, extra = sorted(expected - set(instance)), sorted(set(instance) - expected)
       source = "the signature takes" if input_names is not None else f"{what} 0 has"
-      raise ValueError(f"{what} {i}: has inputs {sorted(instance)} but {source} {sorted(expected)}"
+      raise ValueError(f"{label(i)}: has inputs {sorted(instance)} but {source} {sorted(expected)}"
                        + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
   for name in sorted(expected):
-    shapes = [_shape(instance[name], f"{what} {i} {name!r}") for i, instance in enumerate(cleaned)]
+    shapes = [_shape(instance[name], f"{label(i)} {name!r}") for i, instance in enumerate(cleaned)]
     for i, shape in enumerate(shapes):
       if shape != shapes[0]:
-        raise ValueError(f"{what} {i}: {name!r} has shape {list(shape)} but {what} 0's has {list(shapes[0])}; "
+        raise ValueError(f"{label(i)}: {name!r} has shape {list(shape)} but {what} 0's has {list(shapes[0])}; "
                          "a batch is one tensor per input, so give it the same shape in every example")
   return cleaned
 
@@ -377,5 +378,12 @@ def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
   if set(columns) != set(specs):
     raise ValueError(f"the model's {signature_name!r} takes inputs {sorted(specs)}, the examples give "
                      f"{sorted(columns)}" + (" (a pair task: give sentence2 too)" if "sentence2" in specs else ""))
-  outputs = function(**{name: tf.constant(values, specs[name].dtype) for name, values in columns.items()})
+  tensors = {}
+  for name, values in columns.items():
+    try:
+      tensors[name] = tf.constant(values, specs[name].dtype)
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"input {name!r}: the examples' values {values!r:.200} are not {specs[name].dtype.name} "
+                       f"values of one shape ({str(e).splitlines()[0][:200]})") from None
+  outputs = function(**tensors)
   return _rows({name: value.numpy() for name, value in outputs.items()})

@@ -5,9 +5,9 @@ versioned layout, the atomic write, the warmup requests, the op audit and the ma
 task; a task brings its module, its signatures, its warmup examples and its own manifest fields ("task",
 "task_kind" and whatever its clients need).
 
-The classifier's tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records the model
-was trained on), so a client sends sentences, not ids, and cannot get the vocabulary, lower-casing or
-truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
+The classifier's tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records
+the model was trained on), so a client sends sentences, not ids, and cannot get the vocabulary, lower-casing
+or truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
 
   <export_dir>/<model_name>/<version>/
     saved_model.pb, variables/             signatures `serving_default` (text) and `encoded` (ids)
@@ -132,30 +132,7 @@ class _ClassifierServer(tf.Module):
     return self._outputs(self._encode_pair(sentence1, sentence2))
 
   def _serve_encoded(self, input_ids, input_mask, segment_ids):
-    config = self._model.config
-    shape = tf.shape(input_ids)
-    checks = [
-        tf.debugging.assert_equal(tf.shape(input_mask), shape,
-                                  message="input_mask must have the shape of input_ids [batch, length]"),
-        tf.debugging.assert_equal(tf.shape(segment_ids), shape,
-                                  message="segment_ids must have the shape of input_ids [batch, length]"),
-        tf.debugging.assert_positive(shape[1], message="sequences must hold at least one token ([CLS])"),
-        tf.debugging.assert_less_equal(
-            shape[1], config.max_position_embeddings,
-            message=f"sequence length must be at most max_position_embeddings={config.max_position_embeddings}"),
-        tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
-        tf.debugging.assert_less(input_ids, config.vocab_size,
-                                 message=f"input_ids must be < vocab_size={config.vocab_size}"),
-        tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be >= 0"),
-        tf.debugging.assert_less(segment_ids, config.type_vocab_size,
-                                 message=f"segment_ids must be < type_vocab_size={config.type_vocab_size}"),
-        tf.debugging.assert_non_negative(input_mask, message="input_mask must be 0 or 1"),
-        tf.debugging.assert_less_equal(input_mask, 1, message="input_mask must be 0 or 1"),
-    ]
-    with tf.control_dependencies(checks):
-      features = {"input_ids": tf.identity(input_ids), "input_mask": tf.identity(input_mask),
-                  "segment_ids": tf.identity(segment_ids)}
-    return self._outputs(features)
+    return self._outputs(checked_encoded_inputs(self._model.config, input_ids, input_mask, segment_ids))
 
   def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
@@ -164,6 +141,40 @@ class _ClassifierServer(tf.Module):
     label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.
     return {"probabilities": tf.nn.softmax(outputs, axis=-1), "label_id": label_id,
             "label": tf.gather(self._labels, label_id)}
+
+
+# -- The `encoded` signature's checks, shared by every task ---------------------------------------------------
+
+
+def checked_encoded_inputs(config: Any, input_ids: tf.Tensor, input_mask: tf.Tensor,
+                           segment_ids: tf.Tensor) -> dict[str, tf.Tensor]:
+  """The `encoded` signature's int32 [B, L] inputs, behind in-graph checks against the model's `config`
+  (a BertConfig): equal shapes, 1 <= L <= max_position_embeddings, ids in [0, vocab_size), segment ids in
+  [0, type_vocab_size), mask values 0 or 1. A bad request fails with InvalidArgument naming the input (on GPUs
+  an out-of-range gather returns zeros silently, so the checks are not redundant). Every task's `encoded`
+  signature calls this."""
+  shape = tf.shape(input_ids)
+  checks = [
+      tf.debugging.assert_equal(tf.shape(input_mask), shape,
+                                message="input_mask must have the shape of input_ids [batch, length]"),
+      tf.debugging.assert_equal(tf.shape(segment_ids), shape,
+                                message="segment_ids must have the shape of input_ids [batch, length]"),
+      tf.debugging.assert_positive(shape[1], message="sequences must hold at least one token ([CLS])"),
+      tf.debugging.assert_less_equal(
+          shape[1], config.max_position_embeddings,
+          message=f"sequence length must be at most max_position_embeddings={config.max_position_embeddings}"),
+      tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
+      tf.debugging.assert_less(input_ids, config.vocab_size,
+                               message=f"input_ids must be < vocab_size={config.vocab_size}"),
+      tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be >= 0"),
+      tf.debugging.assert_less(segment_ids, config.type_vocab_size,
+                               message=f"segment_ids must be < type_vocab_size={config.type_vocab_size}"),
+      tf.debugging.assert_non_negative(input_mask, message="input_mask must be 0 or 1"),
+      tf.debugging.assert_less_equal(input_mask, 1, message="input_mask must be 0 or 1"),
+  ]
+  with tf.control_dependencies(checks):  # Nothing downstream runs on a request that fails them.
+    return {"input_ids": tf.identity(input_ids), "input_mask": tf.identity(input_mask),
+            "segment_ids": tf.identity(segment_ids)}
 
 
 # -- Versions and the atomic write ----------------------------------------------------------------------------
@@ -177,7 +188,9 @@ def next_version(model_dir: str) -> int:
   return max((int(name) for name in names if name.isdigit()), default=0) + 1
 
 
-def _check_name_and_version(model_name: str, version: int | None) -> None:
+def check_name_and_version(model_name: str, version: int | None) -> None:
+  """ValueError unless `model_name` is a plain folder name and `version` None or a positive int; a task's export
+  calls it before loading anything."""
   if not isinstance(model_name, str) or not model_name or "/" in model_name or model_name.startswith("."):
     raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
   # bool is an int in Python; True as a version is a mistake, not version 1.
@@ -453,7 +466,7 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
   Locally the version is written under a hidden temporary name and renamed into place (TF Serving loads
   numeric names only, so it never sees half a model); on gs:// it is written in place.
   """
-  _check_name_and_version(model_name, version)
+  check_name_and_version(model_name, version)
   _check_task_manifest(manifest)
   if not isinstance(signatures, Mapping) or warmup_signature not in signatures:
     names = sorted(signatures) if isinstance(signatures, Mapping) else signatures
@@ -505,7 +518,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
     config_source: the model's bert_config.json, named when the vocabulary does not fit the model
       (`handoff.check_vocab_fits`).
   """
-  _check_name_and_version(model_name, version)
+  check_name_and_version(model_name, version)
   if model.num_labels != spec.num_labels:
     raise ValueError(f"the model has {model.num_labels} outputs but the spec of {spec.task_name!r} has "
                      f"{spec.num_labels} labels; pass the spec the model was trained with")
