@@ -47,6 +47,9 @@ flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout 
 flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest sequence (not on TPU).")
 flags.DEFINE_integer("max_train_examples", 0, "Use only the first N training examples (0: all).")
+flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving (raw text in) to "
+                    "<export_dir>/<model_name>/<version>/.")
+flags.DEFINE_string("model_name", "swag", "The served model's name.")
 
 
 def _config():
@@ -70,7 +73,8 @@ def _config():
       data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
       max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir, dynamic_padding=FLAGS.dynamic_padding,
-      max_train_examples=FLAGS.max_train_examples, bert_config_file=FLAGS.bert_config_file)
+      max_train_examples=FLAGS.max_train_examples, export_dir=FLAGS.export_dir, model_name=FLAGS.model_name,
+      bert_config_file=FLAGS.bert_config_file)
 
 
 def main(argv):

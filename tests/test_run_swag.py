@@ -95,7 +95,8 @@ def _weights(directory):
           if name.startswith("model/")}
 
 
-def test_trains_evaluates_predicts_resumes_and_reloads(workdir):
+@pytest.mark.slow
+def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   whole = _run(workdir, *TRAIN, "--output_dir=whole")
   assert whole.returncode == 0, whole.stderr[-3000:]
   out = workdir / "whole"
@@ -134,15 +135,22 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir):
   assert _read_predictions(workdir / "out" / "test_predictions.csv") == rows
 
   # Evaluation and prediction alone, from the saved model, into another directory (in this process: the library
-  # call the script makes).
+  # call the script makes); --export_dir hands the model folder to the export (tested in test_swag_serving).
+  from bert_tf.export import swag_serving
+
+  exports = []
+  monkeypatch.setattr(swag_serving, "export_swag", lambda *args: exports.append(args) or "exported")
   said = []
   summary = swag_run.run_swag(_config(workdir, do_eval=True, do_predict=True,
-                                      init_checkpoint=str(out / "swag_model"), output_dir=str(workdir / "again")),
+                                      init_checkpoint=str(out / "swag_model"), output_dir=str(workdir / "again"),
+                                      export_dir=str(workdir / "export"), model_name="swag_tiny"),
                               tf.distribute.OneDeviceStrategy("/cpu:0"), say=said.append)
   assert summary["model_dir"] == str(out / "swag_model")
   assert any(line.startswith(f"SWAG val: reusing {workdir}/features/swag/val-") for line in said), said
   assert json.loads((workdir / "again" / "eval_results.json").read_text())["accuracy"] == results["accuracy"]
   assert _read_predictions(workdir / "again" / "test_predictions.csv") == rows
+  assert exports == [(str(out / "swag_model"), str(workdir / "export"), "swag_tiny")]
+  assert summary["export"] == "exported"
 
 
 def _config(workdir, output_dir, init_checkpoint, **flags):

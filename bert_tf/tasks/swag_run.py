@@ -15,6 +15,9 @@ Outputs in --output_dir:
   eval_results.txt / .json  with --do_eval: accuracy and loss on val.csv ("key = value", google-research's format)
   test_predictions.csv      with --do_predict: per test example its id (test.csv's index column), the chosen
                             ending's index and text, and the four endings' probabilities
+
+With --export_dir, swag_model/ is also exported for TensorFlow Serving (`export.swag_serving`: raw text in) to
+<export_dir>/<model_name>/<version>/.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class SwagConfig(finetuning.TaskRunConfig):
   features_dir: str = "tfrecords"
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
+  export_dir: str | None = None  # also export the model for TF Serving (swag_serving) at the end
+  model_name: str = "swag"
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
 
   @property
@@ -285,4 +290,9 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     if chief:
       summary["predictions"] = write_predictions(config.output_dir, examples, sf.probabilities(logits))
       say(f"SWAG test: {len(examples)} predictions -> {summary['predictions']}")
+  if config.export_dir and chief:
+    from bert_tf.export import swag_serving
+
+    summary["export"] = swag_serving.export_swag(model_dir, config.export_dir, config.model_name)
+    say(f"exported the SavedModel to {summary['export']}")
   return summary
