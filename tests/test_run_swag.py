@@ -156,8 +156,8 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
 def _config(workdir, output_dir, init_checkpoint, **flags):
   from bert_tf.training import finetuning
 
-  ft = finetuning.FinetuningConfig(output_dir=output_dir, init_checkpoint=init_checkpoint,
-                                   bert_config=BertConfig.from_json_file(str(workdir / "model" / "bert_config.json")),
+  bert_config = BertConfig.from_json_file(str(workdir / "model" / "bert_config.json"))
+  ft = finetuning.FinetuningConfig(output_dir=output_dir, init_checkpoint=init_checkpoint, bert_config=bert_config,
                                    distribution_strategy="one_device", eval_batch_size=3, predict_batch_size=5)
   return swag_run.SwagConfig(data_dir=str(workdir / "data"), vocab_file=str(workdir / "model" / "vocab.txt"),
                              finetuning=ft, max_seq_length=T, features_dir=str(workdir / "features"), **flags)

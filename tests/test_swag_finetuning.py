@@ -172,7 +172,8 @@ def test_trainer_learns_the_choices_and_predict_returns_real_examples_in_order(t
   examples = []
   for i, example in enumerate(make_examples(11, seed=6)):
     label = int(rng.integers(0, 4))
-    endings = tuple("into water" if c == label else e.replace("water", "park") for c, e in enumerate(example.endings))
+    endings = tuple("into water" if c == label else e.replace("water", "park")
+                    for c, e in enumerate(example.endings))
     examples.append(swag.SwagExample(str(i), example.sent1, example.sent2, endings, label))
   path = str(tmp_path / "train.tfrecord")
   sf.write_feature_file(examples, tokenizer, T, path)

@@ -73,7 +73,8 @@ class SwagServer(tf.Module):
                                         "examples as sent1 (one of each input per example)")
               for name, text in zip(TEXT_INPUTS[1:], [sent2, *endings])]
     with tf.control_dependencies(checks):  # Nothing downstream runs on mismatched batches.
-      sent1 = tf.identity(sent1)
+      sent1, sent2 = tf.identity(sent1), tf.identity(sent2)
+      endings = [tf.identity(ending) for ending in endings]
     # One encoder batch for the four choices: [4B] pairs, choice-major, then [B, 4, T].
     first = tf.tile(sent1, [swag.NUM_CHOICES])
     second = tf.concat([tf.strings.join([sent2, ending], separator=" ") for ending in endings], axis=0)

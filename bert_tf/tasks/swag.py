@@ -125,8 +125,8 @@ def read_examples(path: str, has_labels: bool) -> SwagReadResult:
   missing = [name for name in wanted if name not in names]
   if missing:
     shown = ", ".join("the unnamed index column" if m == INDEX_COLUMN else repr(m) for m in missing)
-    raise ValueError(f"{path}:{header_line}: the header has no {shown} (it reads {','.join(names)!r}); is this a SWAG file "
-                     f"({'train.csv or val.csv' if has_labels else 'test.csv'}) of the official release?")
+    raise ValueError(f"{path}:{header_line}: the header has no {shown} (it reads {','.join(names)!r}); is this a "
+                     f"SWAG file ({'train.csv or val.csv' if has_labels else 'test.csv'}) of the official release?")
   column = {name: names.index(name) for name in wanted}
   examples = []
   for first, last, row in records:
