@@ -63,6 +63,7 @@ TRAIN = ("--do_train", "--do_eval", "--do_predict", "--data_dir=conll", "--init_
          "--document_context", "--save_checkpoints_steps=2")
 
 
+@pytest.mark.slow  # three runs of the script (each a process that imports TensorFlow) and an export: about a minute
 def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   done = _run(workdir, *TRAIN)
   assert done.returncode == 0, done.stderr[-3000:]
@@ -96,9 +97,12 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   assert (out / "test_predictions.txt").read_text() == first
 
   # Prediction alone from the saved model, on a copy's layout and scheme (IOB2, 2 columns, test.txt).
+  # It also exports the model (--export_dir), as a run that trained does at its end.
   alone = _run(workdir, "--do_predict", "--data_dir=copy", "--init_checkpoint=out/ner_model", "--output_dir=out2",
-               "--document_context")
+               "--document_context", "--export_dir=export", "--model_name=tagger")
   assert alone.returncode == 0, alone.stderr[-3000:]
+  manifest = json.loads((workdir / "export" / "tagger" / "1" / "assets.extra" / "bert_tf_manifest.json").read_text())
+  assert (manifest["task_kind"], manifest["labels"]) == ("ner", settings["labels"])
   assert "copy/test.txt: 4 sentences, 17 words, 1 document(s), IOB2 tags" in alone.stderr
   gold, predicted, _ = _read_predictions(workdir / "out2" / "test_predictions.txt")
   first_gold, first_predicted, _ = _read_predictions(out / "test_predictions.txt")
@@ -124,11 +128,3 @@ def test_bad_input_stops_before_training_naming_file_and_line(workdir):
                     "same columns (word ... tag)"], result.stderr[-3000:]
   assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()
 
-  write(workdir / "bad" / "eng.testa", ORIGINAL.replace("Peter", "P\u00e9ter").encode("latin-1"), "wb")
-  result = _run(workdir, "--do_train", "--do_eval", "--data_dir=bad", "--init_checkpoint=model",
-                "--output_dir=bad_out", "--features_dir=bad_features")
-  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-  assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
-      "error: bad/eng.testa:9: byte 0xe9 is not UTF-8 (invalid continuation byte); convert the file to UTF-8 "
-      "(e.g. iconv -f latin1 -t utf-8)"]
-  assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()

@@ -17,6 +17,9 @@ Outputs in --output_dir:
   eval_conlleval.txt             --do_eval: the same scores as conlleval prints them
   test_predictions.txt, test_results.txt / .json, test_conlleval.txt   likewise for --do_predict on the test file
 
+With --export_dir, ner_model/ is also exported for TensorFlow Serving (`export.ner_serving`: raw text in, tags
+and entities out) to <export_dir>/<model_name>/<version>/.
+
 Predicted tags are written in the scheme of the file they are for (IOB1 for the release), so that conlleval, or
 seqeval, scores the file as it scores gold: `conlleval < eval_predictions.txt`.
 """
@@ -311,6 +314,6 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
   if config.export_dir and chief:
     from bert_tf.export import ner_serving
 
-    summary["export"] = ner_serving.export_from_directory(model_dir, config.export_dir, config.model_name or "ner")
+    summary["export"] = ner_serving.export_ner(model_dir, config.export_dir, config.model_name or "ner")
     say(f"exported the SavedModel to {summary['export']}")
   return summary
