@@ -55,6 +55,9 @@ flags.DEFINE_bool("do_eval", False, "Predict --predict_file (which needs answers
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
 flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest window (not on TPU).")
+flags.DEFINE_string("export_dir", None, "Also export a SavedModel that answers raw questions to "
+                    "<export_dir>/<model_name>/<version>/ (after --do_eval has stored the threshold).")
+flags.DEFINE_string("model_name", "squad", "The exported model's name (with --export_dir).")
 
 
 def _config():
@@ -80,7 +83,8 @@ def _config():
       null_score_diff_threshold=threshold, n_best_size=FLAGS.n_best_size,
       max_answer_length=FLAGS.max_answer_length, max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
       max_query_length=FLAGS.max_query_length, features_dir=FLAGS.features_dir,
-      dynamic_padding=FLAGS.dynamic_padding, bert_config_file=FLAGS.bert_config_file)
+      dynamic_padding=FLAGS.dynamic_padding, bert_config_file=FLAGS.bert_config_file,
+      export_dir=FLAGS.export_dir, model_name=FLAGS.model_name)
 
 
 def main(argv):

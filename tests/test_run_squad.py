@@ -106,3 +106,75 @@ def test_bad_predict_file_stops_before_training_with_one_line(workdir):
                     f"{len(qa['answers'][0]['text'])} characters is outside the context of {len(_CONTEXTS[0])} "
                     "characters; fix answer_start"], result.stderr[-3000:]
   assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()
+
+
+# Answers every question of a SQuAD file with an exported SavedModel, in a process that imports only TensorFlow
+# and tensorflow-text (`python -I`: not even the repository is on the path); prints JSON {id: outputs}.
+_ANSWER_IN_FRESH_PROCESS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+rows = [(qa["id"], qa["question"], p["context"]) for a in json.load(open(sys.argv[2], encoding="utf-8"))["data"]
+        for p in a["paragraphs"] for qa in p["qas"]]
+out = serve(question=tf.constant([r[1] for r in rows]), context=tf.constant([r[2] for r in rows]))
+out = {k: v.numpy().tolist() for k, v in out.items()}
+# (import tensorflow itself imports keras in TF 2.20; what matters is that nothing of ours is needed)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("bert_tf", "keras_hub"))
+print(json.dumps({"loaded": loaded, "answers": {r[0]: {k: (v[i].decode() if isinstance(v[i], bytes) else v[i])
+                                                          for k, v in out.items()} for i, r in enumerate(rows)}}))
+"""
+
+
+def test_export_answers_raw_questions_as_the_python_path_does(workdir):
+  """After the first test: --export_dir on a prediction run writes export/squad/1; a fresh process with only
+  tensorflow and tensorflow_text answers the dev questions exactly as that run's predictions.json."""
+  if not (workdir / "out" / "squad_model" / "squad.json").exists():
+    pytest.skip("needs the trained model of test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold")
+  done = _run(workdir, "--do_predict", "--init_checkpoint=out/squad_model", "--output_dir=out3", "--n_best_size=5",
+              "--max_answer_length=7", "--export_dir=export")
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert (workdir / "export" / "squad" / "1" / "saved_model.pb").exists()
+  manifest = _read(workdir / "export" / "squad" / "1" / "assets.extra" / "bert_tf_manifest.json")
+  settings = _read(workdir / "out" / "squad_model" / "squad.json")
+  assert (manifest["task_kind"], manifest["version_2_with_negative"], manifest["n_best_size"]) == ("squad", True, 5)
+  assert manifest["null_score_diff_threshold"] == settings["null_score_diff_threshold"]
+  fresh = subprocess.run([sys.executable, "-I", "-c", _ANSWER_IN_FRESH_PROCESS, "export/squad/1", "dev.json"],
+                         cwd=workdir, capture_output=True, text=True, timeout=300)
+  assert fresh.returncode == 0, fresh.stderr[-3000:]
+  result = json.loads(fresh.stdout.strip().splitlines()[-1])
+  assert result["loaded"] == []
+  answers = {qid: row["answer"] for qid, row in result["answers"].items()}
+  expected = _read(workdir / "out3" / post.PREDICTIONS_FILE)
+  null_odds = _read(workdir / "out3" / post.NULL_ODDS_FILE)
+  assert set(answers) == set(expected)
+  # The stored threshold is the null odds of some dev question (the search picks among them), so that question
+  # sits exactly on the boundary, where the last bits of a logit decide: the only difference allowed.
+  differing = [qid for qid in expected if answers[qid] != expected[qid]]
+  assert len(differing) <= 1, differing
+  for qid in differing:
+    assert abs(null_odds[qid] - settings["null_score_diff_threshold"]) < 1e-5 and "" in (answers[qid], expected[qid])
+  for qid, row in result["answers"].items():
+    if null_odds[qid] == post.NO_CANDIDATE_NULL_ODDS:  # no span at all: float32's largest value stands for it
+      assert row["null_score_diff"] == pytest.approx(3.4028234663852886e38) and row["answer"] == ""
+      continue
+    assert row["null_score_diff"] == pytest.approx(null_odds[qid], rel=1e-4, abs=1e-3), qid
+    context = next(p["context"] for a in _read(workdir / "dev.json")["data"] for p in a["paragraphs"]
+                   for qa in p["qas"] if qa["id"] == qid)
+    if row["answer"]:
+      assert " ".join(context[row["start_char"]:row["end_char"]].split()) == row["answer"]
+
+  # The export script, as a user runs it after a run: the next version; predict.py answers through it.
+  again = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "export_squad.py"),
+                          "--squad_model_dir=out/squad_model", "--export_dir=export"],
+                         cwd=workdir, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert again.stdout.strip().splitlines()[-1].endswith(os.path.join("export", "squad", "2"))
+  context = _CONTEXTS[0]
+  asked = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "predict.py"),
+                          "--saved_model_dir=export/squad", "--question=What is it?", f"--context={context}"],
+                         cwd=workdir, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  assert asked.returncode == 0, asked.stderr[-3000:]
+  row = json.loads(asked.stdout.strip().splitlines()[-1])
+  assert set(row) >= {"question", "context", "answer", "start_char", "end_char", "score", "null_score_diff"}
+  assert row["answer"] == ("" if row["start_char"] == -1 else " ".join(context[row["start_char"]:row["end_char"]].split()))

@@ -72,6 +72,8 @@ class SquadConfig(finetuning.TaskRunConfig):
   features_dir: str = "tfrecords"
   dynamic_padding: bool = True
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
+  export_dir: str | None = None  # new: a SavedModel answering raw questions, <export_dir>/<model_name>/<version>/
+  model_name: str = "squad"
 
   @property
   def output_dir(self) -> str:
@@ -84,8 +86,8 @@ class SquadConfig(finetuning.TaskRunConfig):
   def validate(self) -> None:
     """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
     self.finetuning.validate()
-    if not (self.do_train or self.predicting):
-      raise ValueError("nothing to do: pass at least one of --do_train, --do_predict, --do_eval")
+    if not (self.do_train or self.predicting or self.export_dir):
+      raise ValueError("nothing to do: pass at least one of --do_train, --do_predict, --do_eval, --export_dir")
     if self.do_train and not self.train_file:
       raise ValueError("--do_train needs --train_file (e.g. train-v1.1.json)")
     if self.predicting and not self.predict_file:
@@ -100,8 +102,12 @@ class SquadConfig(finetuning.TaskRunConfig):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
     handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
-      raise ValueError("--do_predict/--do_eval without --do_train need a fine-tuned model: "
+      raise ValueError("--do_predict/--do_eval/--export_dir without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
+    if self.export_dir:
+      from bert_tf.export import serving
+
+      serving.check_name_and_version(self.model_name, None)
 
 
 def is_model_dir(path: str | None) -> bool:
@@ -316,9 +322,23 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
     stored = float(read_settings(model_dir).get("null_score_diff_threshold",
                                                 squad_postprocess.NULL_SCORE_DIFF_THRESHOLD))
   summary["model_dir"] = model_dir
-  if not config.predicting:
-    return summary
+  if config.predicting:
+    _predict_and_evaluate(config, model, model_dir, stored, inputs, strategy, tokenizer, chief, summary, say)
+  if config.export_dir and chief:
+    from bert_tf.export import squad_serving
 
+    summary["export"] = squad_serving.export_squad(model_dir, config.export_dir, config.model_name,
+                                                   n_best_size=config.n_best_size,
+                                                   max_answer_length=config.max_answer_length,
+                                                   null_score_diff_threshold=config.null_score_diff_threshold)
+    say(f"exported the SavedModel to {summary['export']}")
+  return summary
+
+
+def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: float, inputs: dict, strategy,
+                          tokenizer, chief: bool, summary: dict, say) -> None:
+  """--do_predict / --do_eval: the answers, their files, the official metrics and the stored threshold; adds
+  what it did to `summary`."""
   threshold = stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
   start = time.perf_counter()
   predictions = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say)
@@ -346,4 +366,3 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
     say(f"{config.predict_file}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
                                               if k in ("exact_match", "exact", "f1", "best_exact", "best_f1")))
     summary["eval"] = values
-  return summary
