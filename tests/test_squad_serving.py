@@ -154,3 +154,33 @@ def test_settings_are_checked_before_anything_is_built(model, bert_uncased_vocab
     squad_serving.SquadServer(model, bert_uncased_vocab_file, dict(settings, max_query_length=QUERY),
                               n_best_size=0)
   assert np.isfinite(squad_serving.NO_SPAN_NULL_DIFF)
+
+
+def test_a_very_long_context_in_a_batch_of_short_ones(model, bert_uncased_vocab_file):
+  settings = {"max_seq_length": T, "doc_stride": STRIDE, "max_query_length": QUERY, "do_lower_case": True,
+              "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+  server = squad_serving.SquadServer(model, bert_uncased_vocab_file, settings)
+  rng = random.Random(11)
+  questions = ["Where?", _text(rng, 30), "What year?"]  # the second question is cut to QUERY pieces
+  contexts = ["A short one.", _text(rng, 2500), "In 1990s ."]
+  expected, num_windows = _python_answers(model, bert_uncased_vocab_file, questions, contexts, False, 0.0)
+  assert num_windows > 300
+  out = server.serve_text(tf.constant(questions), tf.constant(contexts))
+  assert [a.decode("utf-8") for a in out["answer"].numpy()] == [expected.predictions[str(i)] for i in range(3)]
+
+
+def test_encoded_signature_gives_the_masked_logits(model, bert_uncased_vocab_file):
+  settings = {"max_seq_length": T, "doc_stride": STRIDE, "max_query_length": QUERY, "do_lower_case": True,
+              "version_2_with_negative": True, "null_score_diff_threshold": 0.0}
+  server = squad_serving.SquadServer(model, bert_uncased_vocab_file, settings)
+  ids = tf.constant([[101, 2054, 102, 7592, 102, 0, 0], [101, 2073, 102, 3000, 2003, 1996, 102]], tf.int32)
+  mask = tf.cast(ids > 0, tf.int32)
+  segments = tf.constant([[0, 0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 1]], tf.int32)
+  out = server.serve_encoded(ids, mask, segments)
+  direct = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+  for name in ("start_logits", "end_logits"):
+    np.testing.assert_allclose(out[name].numpy()[mask.numpy() > 0], direct[name].numpy()[mask.numpy() > 0],
+                               atol=1e-5)
+    assert (out[name].numpy()[mask.numpy() == 0] == sf.PAD_LOGIT).all()
+  with pytest.raises(tf.errors.InvalidArgumentError, match="input_ids must be < vocab_size"):
+    server.serve_encoded(ids + 40000, mask, segments)

@@ -158,7 +158,7 @@ class SquadServer(tf.Module):
     w_length = tf.gather_nd(lengths, grid)
     w_query = tf.gather(q_len, w_example)
 
-    is_max = self._max_context(w_example, w_index, w_start, w_length, starts, lengths, is_window)  # [W, T]
+    is_max = self._max_context(w_example, w_index, w_start, w_length, room, step, n_doc, n_windows)  # [W, T]
 
     # Inputs [W, L]: [CLS] question [SEP] window [SEP], zero-padded to the longest window of the batch.
     seq_len = w_query + w_length + 3
@@ -275,25 +275,33 @@ class SquadServer(tf.Module):
     whole_words = has_span & ((orig_chars != tok_chars) | has_unk)
     return tf.where(whole_words, words_begin, begin_byte), tf.where(whole_words, words_end, end_byte)
 
-  def _max_context(self, w_example, w_index, w_start, w_length, starts, lengths, is_window):
+  def _max_context(self, w_example, w_index, w_start, w_length, room, step, n_doc, n_windows):
     """bool [W, T]: whether window w scores its j-th context token (`squad._is_max_context`): among the windows
-    holding the token, the one maximising min(left, right context) + 0.01 x its length; the first on ties."""
+    holding the token, the one maximising min(left, right context) + 0.01 x its length; the first on ties.
+
+    Windows start `step` tokens apart and hold `room` tokens (the last one fewer), so a token is in at most
+    ceil(room / step) of them, starting from the first window that reaches it: only those are scored, which
+    keeps this [W, T, C] for contexts of any length (C = that count + 1)."""
     T = self._max_seq_length  # pylint: disable=invalid-name
+    w_room, w_step = tf.gather(room, w_example)[:, tf.newaxis, tf.newaxis], tf.gather(step, w_example)
+    w_step = w_step[:, tf.newaxis, tf.newaxis]
+    w_docs = tf.gather(n_doc, w_example)[:, tf.newaxis, tf.newaxis]
+    w_count = tf.gather(n_windows, w_example)[:, tf.newaxis, tf.newaxis]
+    count = tf.reduce_max(tf.concat([(room + step - 1) // step, [0]], 0)) + 1
     j = tf.range(T)[tf.newaxis, :]
-    position = w_start[:, tf.newaxis] + j  # [W, T] the context token
-    other_start = tf.gather(starts, w_example)[:, tf.newaxis, :]  # [W, 1, K]
-    other_length = tf.gather(lengths, w_example)[:, tf.newaxis, :]
-    other_end = other_start + other_length - 1
-    p = position[:, :, tf.newaxis]
-    holds = tf.gather(is_window, w_example)[:, tf.newaxis, :] & (other_start <= p) & (p <= other_end)
-    score = (tf.cast(tf.minimum(p - other_start, other_end - p), tf.float64)
-             + 0.01 * tf.cast(other_length, tf.float64))
-    score = tf.where(holds, score, -float("inf"))  # [W, T, K]
+    p = (w_start[:, tf.newaxis] + j)[:, :, tf.newaxis]  # [W, T, 1] the context token
+    first = tf.maximum((p - w_room + w_step) // w_step, 0)  # the first window whose end reaches p
+    k = first + tf.range(count)[tf.newaxis, tf.newaxis, :]  # [W, T, C] candidate windows, in window order
+    k_start = k * w_step
+    k_length = tf.clip_by_value(w_docs - k_start, 0, w_room)
+    k_end = k_start + k_length - 1
+    holds = (k < w_count) & (k_start <= p) & (p <= k_end)
+    score = (tf.cast(tf.minimum(p - k_start, k_end - p), tf.float64) + 0.01 * tf.cast(k_length, tf.float64))
+    score = tf.where(holds, score, -float("inf"))
     top = tf.reduce_max(score, axis=2, keepdims=True)
-    count = tf.shape(score)[2]
-    first = tf.reduce_min(tf.where(tf.equal(score, top) & holds, tf.range(count)[tf.newaxis, tf.newaxis, :],
-                                   count), axis=2)
-    return tf.equal(first, w_index[:, tf.newaxis]) & (j < w_length[:, tf.newaxis])
+    big = tf.int32.max
+    best = tf.reduce_min(tf.where(tf.equal(score, top) & holds, k, big), axis=2)  # [W, T]
+    return tf.equal(best, w_index[:, tf.newaxis]) & (j < w_length[:, tf.newaxis])
 
 
 def _gather_or_zero(values: tf.Tensor, index: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
