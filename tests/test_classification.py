@@ -1,6 +1,8 @@
 """bert_tf.tasks.classification: pair encoding (Python and in-graph), feature files, the classifier model and task."""
 
+import dataclasses
 import json
+import os
 import random
 
 import numpy as np
@@ -102,6 +104,25 @@ def test_feature_file_round_trip_and_description(tmp_path, vocab_file):
   assert features["label_ids"].tolist() == [i % 3 for i in range(11)]
   assert features["is_real_example"].tolist() == [1] * 11
   assert features["input_ids"].dtype == np.int32
+
+
+def test_a_moved_feature_file_is_described_at_its_new_path(tmp_path, vocab_file):
+  """A description names the path its writer used (relative to that run's working directory); read at another
+  path (another working directory, a moved folder), it names the file it was read from."""
+  _, info = _write(tmp_path, vocab_file)
+  moved = tmp_path / "moved"
+  os.rename(tmp_path / "f", moved)
+  again = c.read_feature_file_info(str(moved / "train.tfrecord"))
+  assert again == dataclasses.replace(info, path=str(moved / "train.tfrecord"))
+
+
+def test_trim_padding_cuts_the_last_axis_of_any_rank():
+  mask = tf.constant([[[1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0]], [[1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]]])
+  batch = {"input_ids": mask * 7, "input_mask": mask, "segment_ids": mask * 0, "label_ids": tf.constant([1, 0])}
+  cut = c.trim_padding(batch, max_seq_length=7, length_multiple=2)  # longest 3 -> 4
+  assert cut["input_ids"].shape == (2, 2, 4) and cut["input_mask"].numpy().sum() == mask.numpy().sum()
+  assert cut["label_ids"].numpy().tolist() == [1, 0]
+  assert c.trim_padding(batch, max_seq_length=7, length_multiple=8)["input_ids"].shape == (2, 2, 7)
 
 
 def test_dynamic_padding_cuts_to_a_multiple_of_eight_and_pad_to_batch_fills(tmp_path, vocab_file):

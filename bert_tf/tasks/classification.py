@@ -174,7 +174,10 @@ def read_description(path: str, description_class):
   if not (fileio.exists(path) and fileio.exists(path + ".json")):
     return None
   with fileio.open_file(path + ".json", "rb") as f:
-    return description_class(**json.loads(f.read().decode("utf-8")))
+    values = json.loads(f.read().decode("utf-8"))
+  if "path" in values:  # Written as the writing run named it (maybe relative to another working directory).
+    values["path"] = path
+  return description_class(**values)
 
 
 def read_feature_file_info(path: str) -> FeatureFile | None:
@@ -248,11 +251,12 @@ def feature_dataset(path: str, spec: dict, convert: Callable[[dict], dict], batc
 
 
 def trim_padding(batch: dict, max_seq_length: int, length_multiple: int = 1) -> dict:
-  """A batch's input_ids, input_mask, segment_ids [B, T] cut to its longest example, rounded up to a multiple of
-  `length_multiple` (at most `max_seq_length`); other entries unchanged."""
-  longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
+  """A batch's input_ids, input_mask, segment_ids [..., T] ([B, T]; [B, C, T] for multiple choice) cut on the
+  last axis to its longest sequence, rounded up to a multiple of `length_multiple` (at most `max_seq_length`);
+  other entries unchanged."""
+  longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=-1))
   length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
-  return {k: v[:, :length] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in batch.items()}
+  return {k: v[..., :length] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in batch.items()}
 
 
 # -- In-graph encoding (for SavedModels that take raw text) -------------------------------------------------

@@ -14,8 +14,7 @@ The model (the paper, section 4.4): the encoder over the B x C sequences as one 
 one unit on each pooled output, the scores reshaped to [B, C] and a softmax over the C choices. The loss is the
 cross-entropy of that softmax against the true ending, averaged over the real examples of the global batch.
 
-Dynamic padding cuts a batch's [B, C, T] to the longest of its B*C sequences (`trim_choice_padding`: the shared
-`classification.trim_padding` cuts [B, T] batches only).
+Dynamic padding cuts a batch's [B, C, T] to the longest of its B*C sequences (`classification.trim_padding`).
 """
 
 from __future__ import annotations
@@ -123,14 +122,6 @@ def feature_file_path(features_dir: str, data_file: str, vocab_file: str, split:
   return f"{features_dir.rstrip('/')}/swag/{split}-{key}.tfrecord"
 
 
-def trim_choice_padding(batch: dict, max_seq_length: int, length_multiple: int = 1) -> dict:
-  """A batch's input_ids, input_mask, segment_ids [B, C, T] cut on the last axis to its longest sequence,
-  rounded up to a multiple of `length_multiple` (at most `max_seq_length`); other entries unchanged."""
-  longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=-1))
-  length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
-  return {k: v[..., :length] if k in INPUT_NAMES else v for k, v in batch.items()}
-
-
 def swag_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, input_context=None,
                  seed: int = 12345, dynamic_padding: bool = True, pad_to_batch: bool = False,
                  length_multiple: int = 8, num_choices: int = swag.NUM_CHOICES) -> tf.data.Dataset:
@@ -139,18 +130,15 @@ def swag_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
 
   Args:
     batch_size: examples per batch of this input pipeline (each holds `num_choices` sequences).
-    dynamic_padding: cut each batch to its longest sequence (`trim_choice_padding`). Off for TPUs.
+    dynamic_padding: cut each batch to its longest sequence (`classification.trim_padding`). Off for TPUs.
   Returns: dicts of input_ids, input_mask, segment_ids int32 [B, C, T'] (T' <= T), label_ids int32 [B],
     is_real_example int32 [B].
   """
   def convert(parsed):
     return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
 
-  d = feature_dataset(path, feature_spec(max_seq_length, num_choices), convert, batch_size, max_seq_length,
-                      is_training, input_context, seed, dynamic_padding=False, pad_to_batch=pad_to_batch)
-  if dynamic_padding:
-    d = d.map(lambda batch: trim_choice_padding(batch, max_seq_length, length_multiple)).prefetch(tf.data.AUTOTUNE)
-  return d
+  return feature_dataset(path, feature_spec(max_seq_length, num_choices), convert, batch_size, max_seq_length,
+                         is_training, input_context, seed, dynamic_padding, pad_to_batch, length_multiple)
 
 
 # -- Model ----------------------------------------------------------------------------------------------------

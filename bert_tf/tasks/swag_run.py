@@ -121,8 +121,7 @@ def feature_file(config: SwagConfig, split: str, result: swag.SwagReadResult, to
   info = sf.read_feature_file_info(path)
   if info is not None:
     say(f"SWAG {split}: reusing {path} ({info.num_examples} examples)")
-    # The description holds the path it was written under, relative to that run's working directory.
-    return dataclasses.replace(info, path=path)
+    return info
   start = time.perf_counter()
   info = sf.write_feature_file(result.examples, tokenizer, config.max_seq_length, path)
   say(f"SWAG {split}: wrote {path}: {info.num_examples} examples in {time.perf_counter() - start:.1f} s, "
