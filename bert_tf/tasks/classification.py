@@ -35,6 +35,9 @@ from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, sel
 from bert_tf.model.layers import Dropout16, truncated_normal
 from bert_tf.training import trainer
 
+# The entries of a batch that hold one value per token, which dynamic padding cuts (a task adds its labels).
+PER_TOKEN_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
 # The schema, declared once: name -> (kind, shape); `T` is max_seq_length. The writer, reader and tests use it.
 CLASSIFIER_FEATURES: dict[str, tuple[str, str]] = {
     "input_ids": ("int64", "T"),
@@ -222,14 +225,14 @@ def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regre
 
 def feature_dataset(path: str, spec: dict, convert: Callable[[dict], dict], batch_size: int, max_seq_length: int,
                     is_training: bool, input_context=None, seed: int = 12345, dynamic_padding: bool = True,
-                    pad_to_batch: bool = False, length_multiple: int = 8,
-                    shuffle_buffer: int = 100_000) -> tf.data.Dataset:
+                    pad_to_batch: bool = False, length_multiple: int = 8, shuffle_buffer: int = 100_000,
+                    per_token: Sequence[str] = PER_TOKEN_INPUTS) -> tf.data.Dataset:
   """The input pipeline of every task's feature file (local or gs://): batches of `spec`'s features, each batch
   passed through `convert` (dtypes, extra entries) after parsing.
 
   Args and behaviour as `classifier_dataset`: training shards by `input_context`, shuffles (seeded) and repeats,
   full batches only; evaluation is one pass in file order, with `pad_to_batch` appending all-zero rows so every
-  batch is full; `dynamic_padding` cuts each batch by `trim_padding`.
+  batch is full; `dynamic_padding` cuts each batch's `per_token` entries by `trim_padding`.
   """
   d = tf.data.TFRecordDataset([path])
   if input_context is not None and input_context.num_input_pipelines > 1:
@@ -246,17 +249,18 @@ def feature_dataset(path: str, spec: dict, convert: Callable[[dict], dict], batc
 
     d = d.map(pad)
   if dynamic_padding:
-    d = d.map(lambda batch: trim_padding(batch, max_seq_length, length_multiple))
+    d = d.map(lambda batch: trim_padding(batch, max_seq_length, length_multiple, per_token))
   return d.prefetch(tf.data.AUTOTUNE)
 
 
-def trim_padding(batch: dict, max_seq_length: int, length_multiple: int = 1) -> dict:
-  """A batch's input_ids, input_mask, segment_ids [..., T] ([B, T]; [B, C, T] for multiple choice) cut on the
-  last axis to its longest sequence, rounded up to a multiple of `length_multiple` (at most `max_seq_length`);
-  other entries unchanged."""
+def trim_padding(batch: dict, max_seq_length: int, length_multiple: int = 1,
+                 per_token: Sequence[str] = PER_TOKEN_INPUTS) -> dict:
+  """A batch's `per_token` entries [..., T] ([B, T]; [B, C, T] for multiple choice; by default the encoder's
+  three inputs, a task adds its token labels) cut on the last axis to its longest sequence, rounded up to a
+  multiple of `length_multiple` (at most `max_seq_length`); other entries unchanged."""
   longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=-1))
   length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, max_seq_length)
-  return {k: v[..., :length] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in batch.items()}
+  return {k: v[..., :length] if k in per_token else v for k, v in batch.items()}
 
 
 # -- In-graph encoding (for SavedModels that take raw text) -------------------------------------------------

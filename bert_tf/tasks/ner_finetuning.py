@@ -30,8 +30,7 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
-from bert_tf.tasks.classification import (feature_dataset, feature_file_key, file_fingerprint, read_description,
-                                          trim_padding)
+from bert_tf.tasks.classification import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.ner import NerWindow
 from bert_tf.training import trainer
 
@@ -131,14 +130,9 @@ def ner_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bo
     batch["is_real_example"] = tf.ones_like(batch["input_mask"][:, 0])
     return batch
 
-  def trim(batch):
-    # trim_padding cuts the encoder's three inputs; the labels must be cut to the same length.
-    length = tf.shape(trim_padding(batch, max_seq_length, length_multiple)["input_ids"])[1]
-    return {k: v[:, :length] if k in _PER_TOKEN else v for k, v in batch.items()}
-
-  dataset = feature_dataset(path, feature_spec(max_seq_length), convert, batch_size, max_seq_length, is_training,
-                            input_context, seed, False, pad_to_batch, length_multiple, shuffle_buffer)
-  return dataset.map(trim) if dynamic_padding else dataset
+  return feature_dataset(path, feature_spec(max_seq_length), convert, batch_size, max_seq_length, is_training,
+                         input_context, seed, dynamic_padding, pad_to_batch, length_multiple, shuffle_buffer,
+                         per_token=_PER_TOKEN)
 
 
 # -- Model ----------------------------------------------------------------------------------------------------
