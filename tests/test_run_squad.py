@@ -177,4 +177,5 @@ def test_export_answers_raw_questions_as_the_python_path_does(workdir):
   assert asked.returncode == 0, asked.stderr[-3000:]
   row = json.loads(asked.stdout.strip().splitlines()[-1])
   assert set(row) >= {"question", "context", "answer", "start_char", "end_char", "score", "null_score_diff"}
-  assert row["answer"] == ("" if row["start_char"] == -1 else " ".join(context[row["start_char"]:row["end_char"]].split()))
+  start, end = row["start_char"], row["end_char"]
+  assert row["answer"] == ("" if start == -1 else " ".join(context[start:end].split()))

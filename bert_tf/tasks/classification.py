@@ -426,7 +426,6 @@ def examples_for_writing(examples: Sequence, label_ids: dict | None) -> Iterable
 # checkpoint of the BertClassifier, float32). Everything export and prediction need, in one folder.
 
 SPEC_NAME = "classifier.json"
-_MODEL_PREFIX = "model"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,17 +458,8 @@ def save_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str
   """Writes a fine-tuned classifier (float32 weights, whatever the training policy) under `directory`."""
   from bert_tf.training import handoff
 
-  copy = float32_copy(model)
-
-  def build(path):
-    tf.io.gfile.makedirs(path)
-    model.config.to_json_file(os.path.join(path, "bert_config.json"))
-    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
-    fileio.write_text_atomic(os.path.join(path, SPEC_NAME), json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
-    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
-
-  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
-  return directory
+  spec_text = json.dumps(dataclasses.asdict(spec), indent=2) + "\n"
+  return handoff.save_task_model(float32_copy(model), SPEC_NAME, spec_text, vocab_file, directory)
 
 
 def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str]:
@@ -483,15 +473,8 @@ def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str
   spec = ClassifierSpec(**{**values, "labels": tuple(values["labels"])})
   from bert_tf.training import handoff
 
-  config_path = os.path.join(directory, "bert_config.json")
-  config = BertConfig.from_json_file(config_path)
+  config = BertConfig.from_json_file(os.path.join(directory, "bert_config.json"))
   model = BertClassifier(config, spec.num_labels, dtype="float32")
   model(dict(zip(INPUT_NAMES, [tf.zeros([1, 2], tf.int32)] * 3)))
-  prefix = os.path.join(directory, _MODEL_PREFIX)
-  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not belong "
-                     "together: use a folder written by run_classifier.py (<output_dir>/classifier/)")
-  status = tf.train.Checkpoint(model=model).read(prefix)
-  status.assert_existing_objects_matched().expect_partial()
+  handoff.restore_task_model(model, directory, "run_classifier.py (<output_dir>/classifier/)")
   return model, spec, os.path.join(directory, "vocab.txt")

@@ -44,7 +44,6 @@ from bert_tf.training import distribute, finetuning, handoff
 
 MODEL_DIR = "ner_model"  # under --output_dir
 SETTINGS_NAME = "ner.json"
-_MODEL_PREFIX = "model"
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
 
@@ -163,17 +162,8 @@ def _settings(config: NerConfig, labels: tuple[str, ...], types: tuple[str, ...]
 def save_model(model: nf.BertTokenClassifier, settings: dict, vocab_file: str, directory: str) -> str:
   """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
   under `directory`, whole or not at all."""
-  copy = nf.float32_copy(model)
-
-  def build(path):
-    tf.io.gfile.makedirs(path)
-    model.config.to_json_file(os.path.join(path, "bert_config.json"))
-    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
-    fileio.write_text_atomic(os.path.join(path, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
-    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
-
-  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
-  return directory
+  settings_text = json.dumps(settings, indent=2) + "\n"
+  return handoff.save_task_model(nf.float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
@@ -187,12 +177,7 @@ def load_model(directory: str) -> tuple[nf.BertTokenClassifier, dict]:
   config_path = os.path.join(directory, "bert_config.json")
   model = nf.BertTokenClassifier(BertConfig.from_json_file(config_path), len(settings["labels"]), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  prefix = os.path.join(directory, _MODEL_PREFIX)
-  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; use a folder written by run_ner.py "
-                     f"(<output_dir>/{MODEL_DIR}/)")
-  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  handoff.restore_task_model(model, directory, f"run_ner.py (<output_dir>/{MODEL_DIR}/)")
   return model, settings
 
 

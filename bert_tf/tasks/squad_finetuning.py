@@ -167,7 +167,8 @@ def squad_dataset(path: str, batch_size: int, max_seq_length: int, is_training: 
     is_training: shuffle (seeded), repeat and keep full batches only; else one pass in file order.
     input_context: a `tf.distribute.InputContext`; each pipeline keeps 1 window in `num_input_pipelines`.
     dynamic_padding: cut each batch to its longest window, rounded up to a multiple of `length_multiple`
-      (`classification.trim_padding`, through the shared `classification.feature_dataset`). Off for TPUs, which need static shapes.
+      (`classification.trim_padding`, through the shared `classification.feature_dataset`). Off for TPUs, which
+      need static shapes.
     pad_to_batch: (evaluation) append all-zero windows with is_real_example = 0 so that every batch is full;
       `finetuning.predict` drops them.
     shuffle_buffer: windows; the default holds SQuAD v1.1's ~88,000 training windows (~200 MB at T = 384).

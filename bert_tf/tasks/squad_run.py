@@ -43,7 +43,6 @@ from bert_tf.training import distribute, finetuning, handoff
 
 MODEL_DIR = "squad_model"  # under --output_dir
 SETTINGS_NAME = "squad.json"
-_MODEL_PREFIX = "model"
 # google-research's run_squad.py shuffles the training examples with this seed before making features.
 SHUFFLE_SEED = 12345
 
@@ -180,17 +179,8 @@ def _float32_copy(model: sf.BertSpanLabeler) -> sf.BertSpanLabeler:
 def save_model(model: sf.BertSpanLabeler, settings: dict, vocab_file: str, directory: str) -> str:
   """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
   under `directory`, whole or not at all."""
-  copy = _float32_copy(model)
-
-  def build(path):
-    tf.io.gfile.makedirs(path)
-    model.config.to_json_file(os.path.join(path, "bert_config.json"))
-    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
-    fileio.write_text_atomic(os.path.join(path, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
-    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
-
-  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
-  return directory
+  settings_text = json.dumps(settings, indent=2) + "\n"
+  return handoff.save_task_model(_float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
@@ -209,12 +199,7 @@ def load_model(directory: str) -> sf.BertSpanLabeler:
   config_path = os.path.join(directory, "bert_config.json")
   model = sf.BertSpanLabeler(BertConfig.from_json_file(config_path), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  prefix = os.path.join(directory, _MODEL_PREFIX)
-  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; use a folder written by run_squad.py "
-                     f"(<output_dir>/{MODEL_DIR}/)")
-  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  handoff.restore_task_model(model, directory, f"run_squad.py (<output_dir>/{MODEL_DIR}/)")
   return model
 
 

@@ -45,7 +45,6 @@ MODEL_DIR = "swag_model"  # under --output_dir
 SETTINGS_NAME = "swag.json"
 PREDICTIONS_FILE = "test_predictions.csv"
 PREDICTIONS_HEADER = ("id", "label", "ending", *(f"probability_{i}" for i in range(swag.NUM_CHOICES)))
-_MODEL_PREFIX = "model"
 
 
 @dataclasses.dataclass
@@ -137,17 +136,8 @@ def feature_file(config: SwagConfig, split: str, result: swag.SwagReadResult, to
 def save_model(model: sf.BertMultipleChoice, settings: dict, vocab_file: str, directory: str) -> str:
   """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
   under `directory`, whole or not at all."""
-  copy = sf.float32_copy(model)
-
-  def build(path):
-    tf.io.gfile.makedirs(path)
-    model.config.to_json_file(os.path.join(path, "bert_config.json"))
-    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
-    fileio.write_text_atomic(os.path.join(path, SETTINGS_NAME), json.dumps(settings, indent=2) + "\n")
-    tf.train.Checkpoint(model=copy).write(os.path.join(path, _MODEL_PREFIX))
-
-  handoff._replace_dir(build, directory)  # pylint: disable=protected-access
-  return directory
+  settings_text = json.dumps(settings, indent=2) + "\n"
+  return handoff.save_task_model(sf.float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
@@ -160,12 +150,7 @@ def load_model(directory: str) -> sf.BertMultipleChoice:
   config_path = os.path.join(directory, "bert_config.json")
   model = sf.BertMultipleChoice(BertConfig.from_json_file(config_path), dtype="float32")
   model({name: tf.zeros([1, swag.NUM_CHOICES, 2], tf.int32) for name in INPUT_NAMES})
-  prefix = os.path.join(directory, _MODEL_PREFIX)
-  problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; use a folder written by run_swag.py "
-                     f"(<output_dir>/{MODEL_DIR}/)")
-  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  handoff.restore_task_model(model, directory, f"run_swag.py (<output_dir>/{MODEL_DIR}/)")
   return model
 
 

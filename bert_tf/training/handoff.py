@@ -63,7 +63,7 @@ def _float32_copy(encoder, config: BertConfig):
   return copy
 
 
-def _replace_dir(build, final: str) -> None:
+def replace_dir(build, final: str) -> None:
   """Writes a directory with `build(path)` under a temporary name, then renames it into place (local paths);
   object stores have no directory rename, so there it is written in place."""
   if "://" in final:
@@ -88,10 +88,10 @@ def export_encoder(encoder, config: BertConfig, output_dir: str) -> dict[str, st
   tf.io.gfile.makedirs(output_dir)
   config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
   ckpt_dir = os.path.join(output_dir, ENCODER_CHECKPOINT_DIR)
-  _replace_dir(lambda d: tf.train.Checkpoint(encoder=copy).write(os.path.join(d, _PREFIX)), ckpt_dir)
+  replace_dir(lambda d: tf.train.Checkpoint(encoder=copy).write(os.path.join(d, _PREFIX)), ckpt_dir)
   saved_dir = os.path.join(output_dir, ENCODER_SAVEDMODEL_DIR)
   module = _EncoderExport(copy)
-  _replace_dir(lambda d: tf.saved_model.save(module, d, signatures={"serving_default": module.serve}), saved_dir)
+  replace_dir(lambda d: tf.saved_model.save(module, d, signatures={"serving_default": module.serve}), saved_dir)
   logging.info("wrote the encoder to %s and %s", ckpt_dir, saved_dir)
   return {"config": os.path.join(output_dir, CONFIG_NAME), "checkpoint": os.path.join(ckpt_dir, _PREFIX),
           "savedmodel": saved_dir}
@@ -354,3 +354,38 @@ def load_encoder(path: str, config: BertConfig | None = None, dtype=None):
   encoder = BertEncoder(config, dtype=dtype)
   restore_encoder(encoder, path)
   return encoder
+
+
+# -- A fine-tuned task model's folder ---------------------------------------------------------------------------
+# What every task's run leaves in <output_dir>/<task>_model/ (classifier/ for GLUE) and what prediction alone and
+# export load: bert_config.json, vocab.txt, the task's settings file, and the float32 weights of the whole model.
+TASK_MODEL_PREFIX = "model"
+
+
+def save_task_model(float32_model, settings_name: str, settings_text: str, vocab_file: str, directory: str) -> str:
+  """Writes `float32_model` (a task model with a `.config` BertConfig, in float32 whatever the training policy),
+  its config, `vocab_file` and the task's settings (`settings_text` into `settings_name`) as `directory`, whole
+  or not at all (an older folder there is replaced only once the new one is complete). Returns `directory`."""
+
+  def build(path):
+    tf.io.gfile.makedirs(path)
+    float32_model.config.to_json_file(os.path.join(path, CONFIG_NAME))
+    fileio.copy(vocab_file, os.path.join(path, "vocab.txt"))
+    fileio.write_text_atomic(os.path.join(path, settings_name), settings_text)
+    tf.train.Checkpoint(model=float32_model).write(os.path.join(path, TASK_MODEL_PREFIX))
+
+  replace_dir(build, directory)
+  return directory
+
+
+def restore_task_model(model, directory: str, written_by: str) -> None:
+  """Reads the weights of `save_task_model`'s folder `directory` into `model` (built, of the same task and
+  config). A folder whose weights do not fit its bert_config.json is a ValueError naming `written_by` (e.g.
+  "run_squad.py (<output_dir>/squad_model/)"), the tool that writes a matching one."""
+  config_path = os.path.join(directory, CONFIG_NAME)
+  prefix = os.path.join(directory, TASK_MODEL_PREFIX)
+  problem = object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+  if problem:
+    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not belong "
+                     f"together: use a folder written by {written_by}")
+  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
