@@ -179,3 +179,15 @@ def test_export_answers_raw_questions_as_the_python_path_does(workdir):
   assert set(row) >= {"question", "context", "answer", "start_char", "end_char", "score", "null_score_diff"}
   start, end = row["start_char"], row["end_char"]
   assert row["answer"] == ("" if start == -1 else " ".join(context[start:end].split()))
+
+
+def test_predicting_with_another_casing_than_the_model_is_refused(workdir):
+  if not (workdir / "out" / "squad_model" / "squad.json").exists():
+    pytest.skip("needs the trained model of test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold")
+  result = _run(workdir, "--do_predict", "--init_checkpoint=out/squad_model", "--output_dir=out_cased",
+                "--do_lower_case=False")
+  assert result.returncode == 1, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert errors == ["error: --do_lower_case=False but the model was trained with --do_lower_case=True "
+                    f"({os.path.join('out', 'squad_model', 'squad.json')}); pass --do_lower_case=True"]
+  assert not (workdir / "out_cased").exists()

@@ -103,10 +103,26 @@ class SquadConfig(finetuning.TaskRunConfig):
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_predict/--do_eval/--export_dir without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
+    if not self.do_train:
+      self._check_against_model(read_settings(self.finetuning.init_checkpoint))
     if self.export_dir:
       from bert_tf.export import serving
 
       serving.check_name_and_version(self.model_name, None)
+
+
+  def _check_against_model(self, settings: dict) -> None:
+    """A fine-tuned model predicts with the casing it was trained with (other ids otherwise); other sizes are
+    allowed (windows of another length, a threshold given on purpose) and said."""
+    where = os.path.join(self.finetuning.init_checkpoint, SETTINGS_NAME)
+    if bool(settings["do_lower_case"]) != self.do_lower_case:
+      raise ValueError(f"--do_lower_case={self.do_lower_case} but the model was trained with "
+                       f"--do_lower_case={settings['do_lower_case']} ({where}); pass "
+                       f"--do_lower_case={settings['do_lower_case']}")
+    for name in ("max_seq_length", "doc_stride", "max_query_length", "version_2_with_negative"):
+      if settings[name] != getattr(self, name):
+        logging.warning("--%s=%s differs from the %s the model was trained with (%s)", name, getattr(self, name),
+                        settings[name], where)
 
 
 def is_model_dir(path: str | None) -> bool:
