@@ -248,8 +248,13 @@ def _append_file(source: str, destination: records.TFRecordFileWriter) -> None:
 
 
 def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig,
-                            progress: Callable[[str], None] = log.info) -> dict:
-  """Writes the records and the statistics file; returns the statistics (a JSON-able dict)."""
+                            progress: Callable[[str], None] = log.info, run_shards: Callable | None = None) -> dict:
+  """Writes the records and the statistics file; returns the statistics (a JSON-able dict).
+
+  `run_shards`: what runs the sharded mode's jobs, called as `_run_sharded` is (run, config, vocab, vocab_ids,
+  stats, progress) and returning the shard count; default the worker processes of `_run_sharded`. The Beam
+  pipeline (`bert_tf.data.beam_pipeline`) passes its own, so checks and statistics stay this function's.
+  """
   from bert_tf.data import tokenization
 
   config.validate()
@@ -280,7 +285,7 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
     num_shards = 1
     _run_reference_compatible(run, config, vocab, vocab_ids, stats, progress)
   else:
-    num_shards = _run_sharded(run, config, vocab, vocab_ids, stats, progress)
+    num_shards = (run_shards or _run_sharded)(run, config, vocab, vocab_ids, stats, progress)
   elapsed = time.time() - started
 
   summary = stats.to_dict()
