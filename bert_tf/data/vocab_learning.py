@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from bert_tf.data.tokenization import SPECIAL_TOKENS, SUFFIX_INDICATOR, UNK_TOKEN, BasicTokenizer
 
@@ -52,9 +52,19 @@ def learn_wordpiece_vocab(lines: Iterable[str], vocab_size: int, do_lower_case: 
   to `max_unique_chars`, the most frequent) and its "##" form, then learned pieces by falling count. Pieces seen
   fewer than `min_count` times are never learned. The length is at most `vocab_size`.
   """
+  check_vocab_size(vocab_size, list(SPECIAL_TOKENS) + [t for t in reserved_tokens if t not in SPECIAL_TOKENS])
+  return vocab_from_counts(count_words(lines, do_lower_case), vocab_size, reserved_tokens,
+                           max_token_length=max_token_length, max_unique_chars=max_unique_chars,
+                           min_count=min_count, slack_ratio=slack_ratio, num_iterations=num_iterations)
+
+
+def vocab_from_counts(counts: dict, vocab_size: int, reserved_tokens: Sequence[str] = SPECIAL_TOKENS, *,
+                      max_token_length: int = 50, max_unique_chars: int = 1000, min_count: int = 2,
+                      slack_ratio: float = 0.05, num_iterations: int = 4) -> list[str]:
+  """`learn_wordpiece_vocab` from word counts already made (`count_words`, or the Beam word count of
+  `bert_tf.data.beam_pipeline`): the same counts give the same vocabulary."""
   reserved = list(SPECIAL_TOKENS) + [t for t in reserved_tokens if t not in SPECIAL_TOKENS]
   check_vocab_size(vocab_size, reserved)
-  counts = count_words(lines, do_lower_case)
   if not counts:
     raise NoWordsError("no words to learn a vocabulary from: the input is empty or only whitespace")
   # Only now: it loads TensorFlow (seconds), which an input error need not wait for.
@@ -110,8 +120,11 @@ class LearnedVocab:
 
 
 def learn_vocab_file(input_file: str, vocab_file: str, vocab_size: int, do_lower_case: bool,
-                     reserved_tokens: Sequence[str] = SPECIAL_TOKENS) -> LearnedVocab:
+                     reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
+                     counter: Callable[[list[str], bool], dict] | None = None) -> LearnedVocab:
   """`scripts/learn_vocab.py`: learns from comma-separated globs of text files (plain or gzip), writes `vocab_file`.
+
+  `counter(files, do_lower_case)` counts the words instead of `count_words` in this process (the Beam word count).
 
   Raises FileNotFoundError naming a pattern that matches nothing, IsADirectoryError naming a directory,
   ValueError for a bad size or empty input (naming the files) and for a line that is not UTF-8 (file and line).
@@ -128,7 +141,10 @@ def learn_vocab_file(input_file: str, vocab_file: str, vocab_size: int, do_lower
         yield line
 
   try:
-    tokens = learn_wordpiece_vocab(lines(), vocab_size, do_lower_case, reserved_tokens)
+    if counter is None:
+      tokens = learn_wordpiece_vocab(lines(), vocab_size, do_lower_case, reserved_tokens)
+    else:
+      tokens = vocab_from_counts(counter(files, do_lower_case), vocab_size, reserved_tokens)
   except NoWordsError:
     raise NoWordsError(f"{name_files(files)}: no words to learn a vocabulary from (the text is empty or blank); "
                        "nothing was written") from None
