@@ -6,6 +6,9 @@ local or gs://. Output: TFRecord files of tf.train.Example in google-research's 
 
   python scripts/create_pretraining_data.py --input_file=corpus.txt --output_file=tfrecords/pretrain.tfrecord \
       --vocab_file=vocab.txt --num_workers=2
+
+With --beam_runner the shards run as an Apache Beam pipeline (DirectRunner here, Dataflow, Flink, Spark):
+docs/scale.md.
 """
 
 from absl import flags, logging
@@ -36,15 +39,30 @@ flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (no masked
                   "masks them on the fly.")
 flags.DEFINE_bool("preserve_special_tokens", False, "Keep [MASK], [CLS], ... typed in the text as one token.")
 flags.DEFINE_string("stats_file", None, "Statistics JSON; default <first output file>.stats.json.")
+flags.DEFINE_string("beam_runner", None, "Run the sharded mode's shards as an Apache Beam pipeline on this runner: "
+                    "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner or PortableRunner (pip install -e "
+                    ".[beam]); the records are the multiprocessing mode's for the same seed and --num_shards "
+                    "(docs/scale.md).")
+flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, space-separated, e.g. "
+                    "'--project=p --region=us-central1 --temp_location=gs://b/tmp' (DataflowRunner) or "
+                    "'--direct_num_workers=2 --direct_running_mode=multi_processing' (DirectRunner).")
+flags.DEFINE_string("beam_temp_dir", None, "With --beam_runner: where shards are staged, readable and writable by "
+                    "this machine and every worker (gs://... on Dataflow); default a local temporary directory, "
+                    "which only the DirectRunner can use.")
 
 
 def main(argv):
   del argv
-  from bert_tf.data import instances, pretraining_data, text_io
+  from bert_tf.data import beam_pipeline, instances, pretraining_data, text_io
 
   for name in ("input_file", "output_file", "vocab_file"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
+  if FLAGS.beam_runner and FLAGS.reference_compatible:
+    raise ValueError("--reference_compatible holds the whole corpus in one process, which a Beam runner cannot "
+                     "spread; drop --beam_runner or --reference_compatible")
+  # Before reading anything: an unknown option or a missing apache-beam fails fast.
+  beam_pipeline.check_beam_flags(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir)
   config = instances.InstanceConfig(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, dupe_factor=FLAGS.dupe_factor,
@@ -58,7 +76,11 @@ def main(argv):
       random_seed=FLAGS.random_seed, reference_compatible=FLAGS.reference_compatible,
       num_workers=FLAGS.num_workers, num_shards=FLAGS.num_shards, shard_size_mb=FLAGS.shard_size_mb,
       stats_file=FLAGS.stats_file)
-  stats = pretraining_data.create_pretraining_data(run, config, progress=logging.info)
+  if FLAGS.beam_runner:
+    stats = beam_pipeline.create_pretraining_data_beam(run, config, FLAGS.beam_runner, FLAGS.beam_pipeline_options,
+                                                       FLAGS.beam_temp_dir, progress=logging.info)
+  else:
+    stats = pretraining_data.create_pretraining_data(run, config, progress=logging.info)
   logging.info("wrote %d instances (%.1f%% masked, %.1f%% random next) in %.1f s (%.0f instances/s) to %s; "
                "statistics in %s", stats["instances"], 100 * stats["masked_fraction"],
                100 * stats["next_sentence_random_fraction"], stats["elapsed_seconds"],
