@@ -13,16 +13,18 @@ fine-tuned by
   peer   bench/swag_hf_peer.py: transformers.BertForMultipleChoice from the same safetensors
 
 with the same sequences ([CLS] sent1 [SEP] sent2 + " " + ending_i [SEP], max_seq_length 128), hyperparameters
-(batch 16, lr 5e-5, 2 epochs, warmup 0.1, AdamW with weight decay 0.01 except biases and LayerNorm, epsilon
+(batch 16, lr 5e-5, 1 epoch, warmup 0.1, AdamW with weight decay 0.01 except biases and LayerNorm, epsilon
 1e-6, clip 1.0, dropout 0.1, per-batch dynamic padding) and seeds, each as its own process with the same thread
 settings (OMP_NUM_THREADS and TF_NUM_INTRAOP_THREADS = --num_threads; the peer also calls torch.set_num_threads).
 
 The split (`split_items`, deterministic): the activity labels (`fold-ind`, 192 of them) are numbered in order of
 first appearance in the file; items of even-numbered activities form the training pool (4,049 items), of
-odd-numbered ones the evaluation pool (5,993). The training file is the first --train_examples items of the
-training pool in file order, the evaluation file the first --eval_examples of the evaluation pool. No activity is
-in both (so no video or article either), and both mix ActivityNet and WikiHow items. Files are written in SWAG's
-layout (the source's header and rows verbatim) as <work_dir>/data/split/{train,val}.csv.
+odd-numbered ones the evaluation pool (5,993). The training file is --train_examples items spread evenly over the
+training pool (item floor(i x pool / N) for i = 0 .. N-1, in file order), the evaluation file --eval_examples
+spread over the evaluation pool likewise. No activity is in both (so no video or article either). Spreading
+matters: the file holds HellaSwag's ActivityNet items first (about 30%, median 40 tokens a sequence) and its
+WikiHow items after them (median about 97), so the first items of a pool would be ActivityNet's alone. Files are
+written in SWAG's layout (the source's header and rows verbatim) as <work_dir>/data/split/{train,val}.csv.
 
 Also, per seed: ours' fine-tuned swag_model/ predicts `../shared/data/swag/val_first91.csv` (91 real SWAG rows)
 in a second process (`run_swag.py --do_eval --do_predict` with that file as val.csv and test.csv), so the real
@@ -83,12 +85,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--seeds", default="1,2,3", help="Comma-separated integer seeds.")
-  parser.add_argument("--train_examples", type=int, default=1200,
-                      help="Training file: the first N items of the even-numbered activities (at most 4,049).")
+  parser.add_argument("--train_examples", type=int, default=2000,
+                      help="Training file: N items spread over those of the even-numbered activities (at most 4,049).")
   parser.add_argument("--eval_examples", type=int, default=1000,
-                      help="Evaluation file: the first N items of the odd-numbered activities (at most 5,993).")
+                      help="Evaluation file: N items spread over those of the odd-numbered activities (at most 5,993).")
   parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--num_train_epochs", type=float, default=2.0)
+  parser.add_argument("--num_train_epochs", type=float, default=1.0)
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=16)
   parser.add_argument("--predict_batch_size", type=int, default=8)
@@ -137,8 +139,8 @@ def read_rows(path: str) -> tuple[list[str], list[list[str]]]:
 def split_items(header: list[str], rows: list[list[str]], train_examples: int,
                 eval_examples: int) -> tuple[list[list[str]], list[list[str]], dict]:
   """(training rows, evaluation rows, a description): activities numbered by first appearance; even ones give
-  the training pool, odd ones the evaluation pool; the first N rows of each pool in file order. Raises
-  ValueError when a pool is too small."""
+  the training pool, odd ones the evaluation pool; N rows spread evenly over each pool (row floor(i x pool / N),
+  i = 0 .. N-1), in file order. Raises ValueError when a pool is too small."""
   if ACTIVITY_COLUMN not in header:
     raise ValueError(f"the header has no {ACTIVITY_COLUMN!r} column: {header}")
   column = header.index(ACTIVITY_COLUMN)
@@ -150,7 +152,10 @@ def split_items(header: list[str], rows: list[list[str]], train_examples: int,
                              (pools[1], eval_examples, "--eval_examples")):
     if wanted > len(pool):
       raise ValueError(f"{name}={wanted}: the pool holds only {len(pool)} items; ask for fewer")
-  train, evaluation = pools[0][:train_examples], pools[1][:eval_examples]
+  def spread(pool, n):
+    return [pool[i * len(pool) // n] for i in range(n)]
+
+  train, evaluation = spread(pools[0], train_examples), spread(pools[1], eval_examples)
 
   def describe(part):
     activities = sorted({r[column] for r in part})
@@ -158,7 +163,8 @@ def split_items(header: list[str], rows: list[list[str]], train_examples: int,
             "last_index": part[-1][0]}
 
   return train, evaluation, {"rule": "activities (fold-ind) numbered by first appearance; even -> training pool, "
-                                     "odd -> evaluation pool; the first N items of each pool in file order",
+                                     "odd -> evaluation pool; N items spread evenly over each pool: item "
+                                     "floor(i * pool / N)",
                              "activities_in_file": len(number), "train_pool": len(pools[0]),
                              "eval_pool": len(pools[1]), "train": describe(train), "eval": describe(evaluation)}
 
@@ -277,7 +283,8 @@ def run_ours(args, seed: int, split: dict, converted: str, model_dir: str, env) 
                                   f"ours first91 seed {seed}")
   predictions = os.path.join(first91_dir, "test_predictions.csv")
   if first91["returncode"] or not os.path.isfile(predictions):
-    first91["error"] = f"exit status {first91['returncode']}, predictions {'present' if os.path.isfile(predictions) else 'absent'}; see {first91['log']}"
+    state = "present" if os.path.isfile(predictions) else "absent"
+    first91["error"] = f"exit status {first91['returncode']}, predictions {state}; see {first91['log']}"
   else:
     first91["accuracy"] = accuracy_of_predictions(predictions, labels_of(os.path.join(split["first91_dir"], "val.csv")))
     with open(os.path.join(first91_dir, "eval_results.json"), encoding="utf-8") as f:
@@ -368,7 +375,8 @@ def problems_of(seed: int, record: dict, threads: int) -> list[str]:
                       f"its predictions' {first91['accuracy']}")
   rescored = (peer.get("metrics") or {}).get("rescored_accuracy")
   if rescored is not None and abs(rescored - peer["metrics"]["accuracy"]) > 1e-9:
-    problems.append(f"seed {seed}: peer's accuracy {peer['metrics']['accuracy']} differs from its predictions' {rescored}")
+    problems.append(f"seed {seed}: peer's accuracy {peer['metrics']['accuracy']} differs from its predictions' "
+                    f"{rescored}")
   for key in ("train_examples", "steps", "eval_examples"):
     if ours.get(key) is not None and peer.get(key) is not None and int(ours[key]) != int(peer[key]):
       problems.append(f"seed {seed}: {key} differ: ours {ours[key]}, peer {peer[key]}")
@@ -418,7 +426,8 @@ def markdown(summary: dict[str, Any]) -> str:
            f"from the {sp['train']['items']} training items); val_first91 = the 91 real SWAG val rows. Means over "
            f"seeds {st['seeds']}; ± = standard deviation over seeds (ours / peer). max_seq_length "
            f"{st['max_seq_length']}, batch {st['train_batch_size']}, lr {st['learning_rate']}, "
-           f"{st['num_train_epochs']} epochs, warmup {st['warmup_proportion']}, ours --optimizer={st['ours_optimizer']}, "
+           f"{st['num_train_epochs']} epochs, warmup {st['warmup_proportion']}, ours "
+           f"--optimizer={st['ours_optimizer']}, "
            f"{st['num_threads']} threads each; load average before/after {summary['machine']['loadavg_before']} / "
            f"{summary['machine']['loadavg_after']}. An example is four sequences."]
   return "\n".join(rows) + "\n"
