@@ -148,7 +148,10 @@ def write_data(args) -> dict:
   description = {"data_dir": data_dir}
   for name, wanted in ((TRAIN_FILE, args.train_sentences), (EVAL_FILE, args.eval_sentences)):
     with open(os.path.join(args.conll_dir, name), encoding="utf-8") as f:
-      text, counts = first_documents(f.read(), wanted)
+      try:
+        text, counts = first_documents(f.read(), wanted)
+      except ValueError as e:
+        raise ValueError(f"{name}: {e}; lower --{'train' if name == TRAIN_FILE else 'eval'}_sentences") from None
     bench_glue.write_atomic(os.path.join(data_dir, name), text)
     description[name] = counts
   print(f"data: {TRAIN_FILE} {description[TRAIN_FILE]}, {EVAL_FILE} {description[EVAL_FILE]} in {data_dir}", flush=True)
@@ -391,7 +394,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   print(f"CoNLL-2003 NER benchmark: seeds {args.seeds}, model {model_dir}, {args.num_threads} threads each, load "
         f"average {loadavg_before}", flush=True)
-  data = write_data(args)
+  try:
+    data = write_data(args)
+  except ValueError as e:
+    print(f"{args.conll_dir}: {e}", file=sys.stderr)
+    return 2
   converted = None if args.skip_ours else bench_glue.convert_weights(args, model_dir, env)
 
   runs: list[dict] = []

@@ -447,7 +447,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   print(f"SWAG-format benchmark: seeds {args.seeds}, model {model_dir}, {args.num_threads} threads each, load "
         f"average {loadavg_before}", flush=True)
-  split = write_split(args)
+  try:
+    split = write_split(args)
+  except ValueError as e:
+    print(f"{os.path.join(args.swag_dir, HELLASWAG_FILE)}: {e}", file=sys.stderr)
+    return 2
   converted = None if args.skip_ours else bench_glue.convert_weights(args, model_dir, env)
 
   runs: list[dict] = []
