@@ -10,11 +10,11 @@ is read, the same on every line of a file: the word is the first, the tag the la
   BIOES  B-X opens, I-X continues, E-X ends an entity of several words; S-X is a one-word entity
 
 detected from the file (`scheme="auto"`) or given. A tag of the wrong form is an error naming the file and
-line. Detection is strict: a file whose sequences fit no one scheme (an I-X opening an entity, which only IOB1
-allows, and a B-X opening one after O, which IOB1 forbids; an unclosed BIOES entity) is an error naming the
-lines. A given scheme is trusted: tags it does not allow are read as conlleval reads them (an I-X after O
-opens an entity) and counted (`ConllFile.irregular`), except E-/S- tags in an IOB1 or IOB2 file, which are
-an error. The scheme found is reported (`ConllFile.scheme`).
+line. Detection goes by how the file opens its entities: I-X after O (IOB1's way) or B-X after O (IOB2's);
+where both occur, the majority wins and the others are read as conlleval reads them and counted
+(`ConllFile.irregular`): the CoNLL-2003 release's eng.train is IOB1 with a few B-X after O. A broken BIOES
+entity (unclosed, unopened) is an error naming the line. A given scheme is trusted likewise, except E-/S- tags
+in an IOB1 or IOB2 file, which are an error. The scheme found is reported (`ConllFile.scheme`).
 
 Labels. The model predicts in one scheme (`label_scheme`: IOB2 or BIOES) over the entity types of the training
 file: labels `O`, then per type (sorted) B-, I- (and E-, S-). Tags of any scheme convert to any other through
@@ -217,10 +217,13 @@ _FORBIDDEN = {"IOB1": ("bioes", "iob2"), "IOB2": ("bioes", "iob1"), "BIOES": ("i
 def check_scheme(sentences: Sequence[NerSentence], path: str, scheme: str = "auto") -> tuple[str, int, str]:
   """-> (the scheme of `sentences`' tags, how many tags it does not allow, "line N: what" of the first).
 
-  "auto": the scheme detected, strictly: BIOES when E- or S- tags occur, IOB1 when an I- tag opens an entity,
-  else IOB2 (also for a file without entities, which all schemes read alike); a tag the detected scheme does
-  not allow raises ValueError naming the file and line. A given scheme is trusted: the tags it does not allow
-  are counted (conlleval's reading gives them a meaning), except E-/S- tags in IOB1 or IOB2, which raise."""
+  "auto": the scheme detected: BIOES when E- or S- tags occur; IOB1 when I- tags open entities, IOB2 when B-
+  tags open them after O (or neither: a file without entities, which all schemes read alike); where both
+  occur, the one that opens more entities, the others counted as irregular (the CoNLL-2003 release itself is
+  IOB1 with a few B- tags after O, e.g. eng.train's "the Atlanta Games"). A BIOES file with an unclosed or
+  unopened entity raises ValueError naming the file and line. A given scheme is trusted: the tags it does not
+  allow are counted (conlleval's reading gives them a meaning), except E-/S- tags in IOB1 or IOB2, which
+  raise."""
   first: dict[str, tuple[int, str]] = {}  # kind -> (line, message) of its first occurrence
   counts: dict[str, int] = {}
   for sentence in sentences:
@@ -232,14 +235,11 @@ def check_scheme(sentences: Sequence[NerSentence], path: str, scheme: str = "aut
   if not given:
     if "bioes" in first:
       scheme = "BIOES"
-    elif "iob1" in first and "iob2" in first:
-      (a, why_a), (b, why_b) = first["iob1"], first["iob2"]
-      raise ValueError(f"{path}:{max(a, b)}: the file mixes IOB1 (line {a}: {why_a}) and IOB2 (line {b}: "
-                       f"{why_b}); fix the tags, or pass --tag_scheme=IOB1 or IOB2 to read them as conlleval does")
-    else:
-      scheme = "IOB1" if "iob1" in first else "IOB2"
+    else:  # The scheme that opens more entities its own way; IOB2 for a file that has no entities.
+      scheme = "IOB1" if counts.get("iob1", 0) > counts.get("iob2", 0) else "IOB2"
   bad = sorted(first[kind] for kind in _FORBIDDEN[scheme] if kind in first)
-  if bad and (not given or "bioes" in first and scheme != "BIOES"):
+  # Irregular IOB tags have conlleval's reading; a broken BIOES entity (auto) or E-/S- in IOB (given) has none.
+  if bad and (not given and scheme == "BIOES" or given and "bioes" in first and scheme != "BIOES"):
     line, message = first["bioes"] if given else bad[0]
     fix = "pass --tag_scheme=BIOES or auto" if given else \
         f"fix the tags, or pass --tag_scheme={scheme} to read them as conlleval does"
