@@ -214,3 +214,5 @@ def test_prediction_shows_progress_from_the_first_batch(caplog):
   assert [line.split("  ")[0] for line in lines] == [f"MRPC dev: batch {i}/4" for i in (1, 2, 3, 4)]
   assert lines[1].split("  ")[1] == "4 examples" and "examples/s  ETA " in lines[1]
   assert lines[3].split("  ")[1] == "6 examples" and "ETA" not in lines[3]  # the padded example not counted
+  done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("MRPC dev: done")]
+  assert len(done) == 1 and done[0].startswith("MRPC dev: done, 6 examples in ") and done[0].endswith(" examples/s)")

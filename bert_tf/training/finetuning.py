@@ -203,7 +203,7 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
   `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
   ends with all the predictions. A progress line (`description`, batches done, examples/s, ETA) shows after the
-  first batch and then every `progress_seconds`.
+  first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s.
   """
   local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
 
@@ -234,6 +234,10 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
       last_line = now
   if not outputs:
     return np.zeros([0], np.float32)
+  examples = int(sum(r.sum() for r in real))
+  seconds = time.perf_counter() - start
+  logging.info("%s: done, %d examples in %.1f s (%.4g examples/s)", description, examples, seconds,
+               examples / max(seconds, 1e-9))
   return np.concatenate(outputs)[np.concatenate(real)]
 
 
