@@ -39,6 +39,24 @@ def exists(path: str) -> bool:
   return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def isdir(path: str) -> bool:
+  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def listdir(path: str) -> list[str]:
+  """The names in folder `path`, sorted; gs:// lists sub-folders with a trailing "/", dropped here."""
+  if is_remote(path):
+    return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+  return sorted(os.listdir(path))
+
+
+def join(directory: str, *names: str) -> str:
+  """os.path.join locally; "/" for remote paths, whatever the platform's separator."""
+  if is_remote(directory):
+    return "/".join([directory.rstrip("/"), *names])
+  return os.path.join(directory, *names)
+
+
 def open_file(path: str, mode: str = "rb"):
   """A file object for `path`: Python's `open` locally, `tf.io.gfile.GFile` for remote paths."""
   if is_remote(path):
@@ -71,6 +89,40 @@ def copy(source: str, destination: str) -> None:
     _gfile().copy(source, destination, overwrite=True)
   else:
     shutil.copyfile(source, destination)
+
+
+def create_new(path: str, text: str) -> bool:
+  """Writes `text` to `path` only if nothing is there: True if this call created it, False if it existed.
+
+  Exclusive where the store allows it: locally O_CREAT | O_EXCL; on gs:// one upload with the precondition
+  `ifGenerationMatch=0`, which Cloud Storage checks atomically (through google-cloud-storage: tf.io.gfile has no
+  conditional write). Other schemes check, then write, so two callers at the same moment could both succeed."""
+  if path.startswith("gs://"):
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    bucket, _, name = path[len("gs://"):].partition("/")
+    # project=None: object calls need none; credentials are the same Application Default Credentials that
+    # TensorFlow's gs:// uses (or none at all with STORAGE_EMULATOR_HOST).
+    blob = storage.Client(project=None).bucket(bucket).blob(name)
+    try:
+      blob.upload_from_string(text.encode("utf-8"), content_type="application/json", if_generation_match=0)
+    except exceptions.PreconditionFailed:
+      return False
+    return True
+  if is_remote(path):
+    if exists(path):
+      return False
+    with open_file(path, "w") as f:
+      f.write(text)
+    return True
+  try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+  except FileExistsError:
+    return False
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(text)
+  return True
 
 
 def temp_path_for(path: str) -> str:

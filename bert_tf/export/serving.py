@@ -18,7 +18,8 @@ or truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_pat
 
 A version is written under a hidden temporary name (`.<version>.tmp-*`, which Serving ignores: it loads
 numeric names only) and renamed into place, so Serving never loads half a model. Object stores (gs://) have
-no directory rename; there it is written in place.
+no directory rename: there the finished version is copied object by object, `saved_model.pb` last, so a
+Serving poll that comes too early finds no SavedModel and retries (docs/gcs.md).
 
 Signatures (B: batch, T: max_seq_length of the spec, K: labels):
 
@@ -199,21 +200,35 @@ def check_name_and_version(model_name: str, version: int | None) -> None:
 
 
 def _write_new_dir(build: Callable[[str], None], final: str) -> None:
-  """`build(path)` under a hidden temporary name, then renamed to `final`, which must not exist (it could be a
-  version that Serving is serving). On object stores it is written in place."""
+  """`build(path)` under a hidden temporary name (`.<version>.tmp-*`: Serving loads numeric names only), then
+  published as `final`, which must not exist (it could be a version that Serving is serving). Locally the publish
+  is one rename; object stores (gs://) have no rename, so there it is `_publish_objects`."""
   if tf.io.gfile.exists(final):
     raise ValueError(f"{final} already exists and TF Serving may be serving it; pass another version, or none "
                      "to take the next free one")
-  if fileio.is_remote(final):
-    build(final)
-    return
   temp = fileio.temp_path_for(final)
   try:
     build(temp)
-    os.rename(temp, final)  # Fails, rather than merging, if another export took this version meanwhile.
+    if fileio.is_remote(final):
+      _publish_objects(temp, final)
+    else:
+      os.rename(temp, final)  # Fails, rather than merging, if another export took this version meanwhile.
   finally:
     if tf.io.gfile.exists(temp):
       tf.io.gfile.rmtree(temp)
+
+
+def _publish_objects(temp: str, final: str) -> None:
+  """Copies the complete version at `temp` to `final` object by object (a server-side copy on GCS), with
+  `saved_model.pb` last. A Serving poll that sees the numeric folder before then finds no SavedModel, fails that
+  load and retries it later (TF Serving retries failed loads; under its default policy the previous version
+  keeps serving meanwhile); once `saved_model.pb` exists, every file it refers to is already in place."""
+  if tf.io.gfile.exists(final):  # Checked again, as close to the copy as possible: no atomic test-and-set here.
+    raise ValueError(f"{final} was written by another export meanwhile; export again to take the next version")
+  files = [f"{folder.rstrip('/')}/{name}" for folder, _, names in tf.io.gfile.walk(temp) for name in names]
+  graph = f"{temp}/saved_model.pb"
+  for path in sorted(files, key=lambda p: (p == graph, p)):
+    tf.io.gfile.copy(path, final + path[len(temp):], overwrite=False)
 
 
 # -- Warmup ---------------------------------------------------------------------------------------------------

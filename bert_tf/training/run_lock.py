@@ -10,9 +10,10 @@ blocks its own rerun. Dead means: on the same host, no process with that pid and
 different start time); on another host, no heartbeat for `STALE_SECONDS` (a live holder rewrites its heartbeat
 every `HEARTBEAT_SECONDS` from a background thread).
 
-Local paths: the file is created with O_CREAT | O_EXCL, so of two runs starting together exactly one gets it.
-Remote paths (`gs://`): written through tf.io.gfile after a check that no live lock exists; object stores give
-no exclusive create through that API, so two runs started within the same second could both proceed there.
+The file is created exclusively (`fileio.create_new`), so of two runs starting together exactly one gets it:
+locally with O_CREAT | O_EXCL, on gs:// with an upload Cloud Storage accepts only while no object has the name
+(precondition ifGenerationMatch=0). Other remote schemes are checked, then written: two runs started within the
+same second could both proceed there.
 
 Under MultiWorkerMirroredStrategy only the chief takes the lock (the workers share the output directory).
 """
@@ -160,19 +161,7 @@ class RunLock:
 
   def _create(self, text: str) -> bool:
     """Writes the lock file if none exists; False if another process created it first."""
-    if fileio.is_remote(self.path):
-      if fileio.exists(self.path):
-        return False
-      with fileio.open_file(self.path, "w") as f:
-        f.write(text)
-      return True
-    try:
-      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-      return False
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-    return True
+    return fileio.create_new(self.path, text)
 
   def _beat(self) -> None:
     while not self._stop.wait(HEARTBEAT_SECONDS):
