@@ -86,6 +86,7 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
         "precision": expected.overall.precision, "recall": expected.overall.recall, "f1": expected.overall.f1,
         "accuracy": expected.accuracy}
     assert results["train_steps"] == 6 and results[f"{split}_sentences"] == 4
+    assert results["train_windows"] >= results["train_sentences"] and results["train_windows_per_second"] > 0
     assert f"f1 = {results['f1']}\n" in (out / f"{split}_results.txt").read_text()
     assert (out / f"{split}_conlleval.txt").read_text().startswith("processed 17 tokens with 7 phrases;")
   first = (out / "test_predictions.txt").read_text()

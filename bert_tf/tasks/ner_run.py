@@ -200,7 +200,8 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
   trained = result.step * ft.train_batch_size
   say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} windows/s)")
   return run.model, {"train_sentences": len(conll.sentences), "train_windows": info.num_windows,
-                     "train_steps": result.step, "train_seconds": round(seconds, 2)}
+                     "train_steps": result.step, "train_seconds": round(seconds, 2),
+                     "train_windows_per_second": round(trained / max(seconds, 1e-9), 3)}
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
@@ -287,7 +288,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     seconds = time.perf_counter() - start
     evaluation = ner_metrics.evaluate([s.tags for s in conll.sentences], predicted)
     values = {**evaluation.as_dict(), f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
-    for key in ("train_sentences", "train_steps", "train_seconds"):
+    for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second"):
       if key in summary:
         values[key] = summary[key]
     if chief:
