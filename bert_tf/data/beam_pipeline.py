@@ -29,6 +29,7 @@ same vocabulary. The counts come back to the launching process, which runs tenso
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import functools
 import json
@@ -197,6 +198,28 @@ class _OutputFileJob:
     return path
 
 
+STAGING_THREADS = 8  # Writes in flight while staging: one gs:// object write takes tens of milliseconds.
+
+
+def _stage_shard(work_dir: str, shard_index: int, document_lines: list) -> None:
+  with fileio.open_file(_join(work_dir, f"shard{shard_index:05d}.json"), "w") as f:
+    json.dump(document_lines, f, ensure_ascii=False)
+
+
+def _stage_shards(shards, work_dir: str) -> None:
+  """Writes each (shard index, documents' lines) as `shard{s}.json` in `work_dir`, a few writes at a time while
+  the corpus is read on; at most 2 * STAGING_THREADS shards are held in memory."""
+  with concurrent.futures.ThreadPoolExecutor(STAGING_THREADS) as pool:
+    pending: collections.deque = collections.deque()
+    for shard_index, document_lines in shards:
+      pending.append(pool.submit(_stage_shard, work_dir, shard_index, document_lines))
+      del document_lines
+      while len(pending) > 2 * STAGING_THREADS:
+        pending.popleft().result()
+    while pending:
+      pending.popleft().result()
+
+
 def beam_shard_runner(runner: str = "DirectRunner", options: str = "", temp_dir: str | None = None) -> Callable:
   """A `run_shards` for `pretraining_data.create_pretraining_data` that runs the shards' jobs on Beam."""
 
@@ -211,9 +234,7 @@ def beam_shard_runner(runner: str = "DirectRunner", options: str = "", temp_dir:
     work_dir = _make_work_dir(temp_dir)
     try:
       started = time.time()
-      for shard_index, document_lines in pretraining_data._iter_shards(run, num_shards, total):
-        with fileio.open_file(_join(work_dir, f"shard{shard_index:05d}.json"), "w") as f:
-          json.dump(document_lines, f, ensure_ascii=False)
+      _stage_shards(pretraining_data._iter_shards(run, num_shards, total), work_dir)
       progress(f"{total / 1e6:.1f} MB of text in {len(run.input_files)} file(s) -> {num_shards} shard(s) staged "
                f"in {work_dir} ({time.time() - started:.1f} s); running them on {runner}")
 
