@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -205,6 +206,9 @@ def main():
   if not args.skip_word_count:
     report["word_count_seconds"] = word_count_seconds(files, args.rounds)
   report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+  report["record_bytes_per_instance"] = round(os.path.getsize(os.path.join(work, "mp-1w.tfrecord"))
+                                              / mp_stats["instances"])
+  shutil.rmtree(work)  # Hundreds of MB of records.
   print(json.dumps(report, indent=2))
   print(f"\nbest of {args.rounds} interleaved rounds (median in brackets); records byte-identical: {identical}")
   print("| run | seconds | CPU seconds | instances/s | peak RSS (MB) |")

@@ -24,12 +24,13 @@ RUN_FIELDS = ("elapsed_seconds", "instances_per_second", "output_files", "stats_
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
   """Thirteen real documents in two files (the second gzip), a document running across the file boundary, as
-  the reader allows, plus accents and CJK: every word-count and shard-boundary path."""
+  the reader allows, plus accents, CJK and an overlong word: every word-count and shard-boundary path."""
   documents = corpus.default_corpus_documents()[:13]
   folder = tmp_path_factory.mktemp("beam_corpus")
   first = "\n\n".join("\n".join(d) for d in documents[:7]) + "\nA document that goes on in the next file.\n"
   second = "Its second sentence, in a gzip file.\n\n" + "\n\n".join("\n".join(d) for d in documents[7:])
-  second += "\n\nEin Wort über Ångström, 東京 と 大阪.\nNoch ein Satz.\n"
+  # A word over FullTokenizer's 200 characters becomes [UNK] whatever the vocabulary: a non-zero [UNK] rate.
+  second += "\n\nEin Wort über Ångström, 東京 と 大阪.\nNoch ein Satz mit " + "z" * 230 + ".\n"
   (folder / "a.txt").write_text(first, encoding="utf-8")
   with gzip.open(folder / "b.txt.gz", "wt", encoding="utf-8") as f:
     f.write(second)
@@ -105,6 +106,14 @@ def test_beam_word_count_gives_the_one_machine_vocabulary(corpus_files, vocab_fi
     assert counts == expected and len(expected) > 1000
   # Cased and uncased differ, so the comparison above can tell the flag was used.
   assert vocab_learning.count_words(lines, True) != vocab_learning.count_words(lines, False)
+
+  # learn_vocab_file with the Beam count: the same vocabulary, [UNK] rate (from the counts, the text never read
+  # again) and line count as the one-machine path, which tokenizes the text.
+  one_machine = vocab_learning.learn_vocab_file(",".join(corpus_files), str(tmp_path / "one.txt"), 307, True)
+  on_beam = vocab_learning.learn_vocab_file(",".join(corpus_files), str(tmp_path / "beam.txt"), 307, True,
+                                            counter=beam_pipeline.beam_word_counter("DirectRunner"))
+  assert on_beam == one_machine
+  assert one_machine.unk_rate > 0 and one_machine.num_lines == sum(1 for line in lines if line)
 
   # The script with --beam_runner writes the vocabulary of the one-machine path (the fixture's, same size).
   beam_vocab = str(tmp_path / "beam_vocab.txt")

@@ -23,7 +23,8 @@ launcher and every worker can read and write (gs:// on Dataflow); workers need b
 Word counting (`count_words_beam`): the input files are the elements; each file's lines are cut into the chunks
 of `BasicTokenizer` and counted, chunk counts are combined over the corpus, then split into words and combined
 again: the `count_words` of `bert_tf.data.vocab_learning`, so the learner gets the same counts and learns the
-same vocabulary. The counts come back to the launching process, which runs tensorflow-text's learner.
+same vocabulary. The counts (and the number of non-blank lines) come back to the launching process, which runs
+tensorflow-text's learner and works out the [UNK] rate from the counts, never reading the text itself.
 """
 
 from __future__ import annotations
@@ -293,19 +294,24 @@ def _basic_tokenizer(do_lower_case: bool):
   return BasicTokenizer(do_lower_case)
 
 
+def _file_lines(path: str):
+  """A file's non-blank lines (blank ones have no words)."""
+  from bert_tf.data import text_io
+
+  for _, line in text_io.iter_lines(path):
+    if line:
+      yield line
+
+
 @dataclasses.dataclass(frozen=True)
-class _FileChunks:
-  """A file's lines -> the `BasicTokenizer` chunks of each (its cleaning, CJK spacing, whitespace split)."""
+class _LineChunks:
+  """A line -> its `BasicTokenizer` chunks (its cleaning, CJK spacing, whitespace split)."""
 
   do_lower_case: bool
 
-  def __call__(self, path: str):
-    from bert_tf.data import text_io
-
-    basic = _basic_tokenizer(self.do_lower_case)
-    for _, line in text_io.iter_lines(path):
-      for chunk, _ in basic.chunks(line):
-        yield chunk
+  def __call__(self, line: str):
+    for chunk, _ in _basic_tokenizer(self.do_lower_case).chunks(line):
+      yield chunk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,42 +326,57 @@ class _ChunkWords:
       yield word, count
 
 
-def _write_counts(counts: list, path: str) -> None:
+def _write_json(value, path: str) -> None:
   with fileio.open_file(path, "w") as f:
-    json.dump(sorted(counts), f, ensure_ascii=False)
+    json.dump(value, f, ensure_ascii=False)
 
 
-def count_words_beam(files: Sequence[str], do_lower_case: bool, runner: str = "DirectRunner", options: str = "",
-                     temp_dir: str | None = None) -> collections.Counter:
-  """Word -> count over the lines of `files`: `vocab_learning.count_words`, run as a Beam pipeline.
+def _write_sorted_json(pairs: list, path: str) -> None:
+  _write_json(sorted(pairs), path)  # Sorted: the same file whatever order the runner combined the counts in.
+
+
+def count_words_beam_with_lines(files: Sequence[str], do_lower_case: bool, runner: str = "DirectRunner",
+                                options: str = "", temp_dir: str | None = None) -> tuple[collections.Counter, int]:
+  """(word -> count, non-blank lines) over `files`: `vocab_learning.count_words`, run as a Beam pipeline.
 
   The files are the elements (a file is read by one worker); `temp_dir` as for record creation.
   """
   check_beam_flags(runner, options, temp_dir)
   beam = import_beam()
   work_dir = _make_work_dir(temp_dir)
-  counts_path = _join(work_dir, "word_counts.json")
+  counts_path, lines_path = _join(work_dir, "word_counts.json"), _join(work_dir, "lines.json")
   try:
     with beam.Pipeline(options=pipeline_options(runner, options)) as p:
-      _ = (p
-           | "Files" >> beam.Create(list(files)) | beam.Reshuffle()
-           | "Chunks" >> beam.FlatMap(_FileChunks(do_lower_case))
+      lines = (p | "Files" >> beam.Create(list(files)) | beam.Reshuffle()
+               | "Lines" >> beam.FlatMap(_file_lines))
+      _ = (lines
+           | "Chunks" >> beam.FlatMap(_LineChunks(do_lower_case))
            # Text repeats at the chunk level, as count_words knows: each distinct chunk is split into words once.
            | "CountChunks" >> beam.combiners.Count.PerElement()
            | "Words" >> beam.FlatMap(_ChunkWords(do_lower_case))
            | "CountWords" >> beam.CombinePerKey(sum)
            | beam.combiners.ToList()
-           | "Save" >> beam.Map(_write_counts, counts_path))
+           | "SaveCounts" >> beam.Map(_write_sorted_json, counts_path))
+      _ = (lines | "CountLines" >> beam.combiners.Count.Globally()
+           | "SaveLines" >> beam.Map(_write_json, lines_path))
     with fileio.open_file(counts_path, "r") as f:
-      return collections.Counter(dict(json.load(f)))
+      counts = collections.Counter(dict(json.load(f)))
+    with fileio.open_file(lines_path, "r") as f:
+      return counts, json.load(f)
   finally:
     _remove_work_dir(work_dir)
 
 
-def beam_word_counter(runner: str = "DirectRunner", options: str = "", temp_dir: str | None = None) -> Callable:
-  """A `counter` for `vocab_learning.learn_vocab_file` that counts on Beam's `runner`."""
+def count_words_beam(files: Sequence[str], do_lower_case: bool, runner: str = "DirectRunner", options: str = "",
+                     temp_dir: str | None = None) -> collections.Counter:
+  """Word -> count over the lines of `files`: `vocab_learning.count_words`, run as a Beam pipeline."""
+  return count_words_beam_with_lines(files, do_lower_case, runner, options, temp_dir)[0]
 
-  def counter(files: list[str], do_lower_case: bool) -> collections.Counter:
-    return count_words_beam(files, do_lower_case, runner, options, temp_dir)
+
+def beam_word_counter(runner: str = "DirectRunner", options: str = "", temp_dir: str | None = None) -> Callable:
+  """A `counter` for `vocab_learning.learn_vocab_file` that counts on Beam's `runner`: (counts, non-blank lines)."""
+
+  def counter(files: list[str], do_lower_case: bool) -> tuple[collections.Counter, int]:
+    return count_words_beam_with_lines(files, do_lower_case, runner, options, temp_dir)
 
   return counter

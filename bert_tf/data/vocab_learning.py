@@ -112,6 +112,17 @@ def unk_rate(tokenizer, lines: Iterable[str]) -> float:
   return unknown / total if total else 0.0
 
 
+def unk_rate_from_counts(tokenizer, counts: dict) -> float:
+  """`unk_rate` over the text that `counts` (word -> count, as `count_words` makes them) came from, without reading
+  it again: `FullTokenizer` splits text into the same words and each word into pieces on its own."""
+  total = unknown = 0
+  for word, count in counts.items():
+    pieces = tokenizer.wordpiece(word)
+    total += count * len(pieces)
+    unknown += count * pieces.count(UNK_TOKEN)
+  return unknown / total if total else 0.0
+
+
 @dataclasses.dataclass
 class LearnedVocab:
   tokens: list[str]
@@ -121,10 +132,11 @@ class LearnedVocab:
 
 def learn_vocab_file(input_file: str, vocab_file: str, vocab_size: int, do_lower_case: bool,
                      reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
-                     counter: Callable[[list[str], bool], dict] | None = None) -> LearnedVocab:
+                     counter: Callable[[list[str], bool], tuple[dict, int]] | None = None) -> LearnedVocab:
   """`scripts/learn_vocab.py`: learns from comma-separated globs of text files (plain or gzip), writes `vocab_file`.
 
-  `counter(files, do_lower_case)` counts the words instead of `count_words` in this process (the Beam word count).
+  `counter(files, do_lower_case)` -> (word counts, non-blank lines) replaces `count_words` in this process (the
+  Beam word count); the text is then not read here at all: the [UNK] rate comes from the counts.
 
   Raises FileNotFoundError naming a pattern that matches nothing, IsADirectoryError naming a directory,
   ValueError for a bad size or empty input (naming the files) and for a line that is not UTF-8 (file and line).
@@ -144,11 +156,14 @@ def learn_vocab_file(input_file: str, vocab_file: str, vocab_size: int, do_lower
     if counter is None:
       tokens = learn_wordpiece_vocab(lines(), vocab_size, do_lower_case, reserved_tokens)
     else:
-      tokens = vocab_from_counts(counter(files, do_lower_case), vocab_size, reserved_tokens)
+      counts, num_lines = counter(files, do_lower_case)
+      tokens = vocab_from_counts(counts, vocab_size, reserved_tokens)
   except NoWordsError:
     raise NoWordsError(f"{name_files(files)}: no words to learn a vocabulary from (the text is empty or blank); "
                        "nothing was written") from None
   save_vocab(tokens, vocab_file)
   tokenizer = FullTokenizer(dict(zip(tokens, range(len(tokens)))), do_lower_case=do_lower_case)
+  if counter is not None:
+    return LearnedVocab(tokens, unk_rate_from_counts(tokenizer, counts), num_lines)
   num_lines = sum(1 for line in lines() if line)
   return LearnedVocab(tokens, unk_rate(tokenizer, lines()), num_lines)
