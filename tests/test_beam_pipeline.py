@@ -154,12 +154,23 @@ def test_missing_extra_names_the_install_command(monkeypatch, corpus_files, tmp_
     (None, "--direct_num_workers=2", None, r"need --beam_runner"),
     ("DirectRunner", "--runner=DataflowRunner", None, r"names --runner: give the runner as --beam_runner only"),
     ("DirectRunner", "direct_num_workers=2", None, r"'direct_num_workers=2' is not an option"),
+    ("DirectRunner", "--direct_num_workers=2 multi_processing", None, r"'multi_processing' is not an option"),
     ("DirectRunner", "--project='unclosed", None, r"No closing quotation"),
     ("DataflowRunner", "--project=p", None, r"--beam_runner=DataflowRunner needs --beam_temp_dir"),
 ])
 def test_bad_flags_are_refused_up_front(runner, options, temp_dir, message):
   with pytest.raises(ValueError, match=message):
     beam_pipeline.check_beam_flags(runner, options, temp_dir)
+
+
+def test_good_flags_pass_and_reach_beam():
+  # Both spellings of an option's value, and quoting, as on a shell command line.
+  options = "--direct_num_workers 3 --direct_running_mode=multi_threading --job_name='bert tf'"
+  beam_pipeline.check_beam_flags("DirectRunner", options)
+  beam_pipeline.check_beam_flags("DataflowRunner", "--project=p", "gs://bucket/tmp")
+  parsed = beam_pipeline.pipeline_options("DirectRunner", options).get_all_options()
+  assert (parsed["runner"], parsed["direct_num_workers"], parsed["direct_running_mode"], parsed["job_name"]) == (
+      "DirectRunner", 3, "multi_threading", "bert tf")
 
 
 def test_reference_compatible_is_refused(corpus_files, vocab_file, tmp_path):

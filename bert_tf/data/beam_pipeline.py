@@ -87,8 +87,9 @@ def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: s
   except ValueError as e:
     raise ValueError(f"--beam_pipeline_options={pipeline_options!r}: {e}; give space-separated --name=value "
                      "options as on a shell command line") from None
-  for word in words:
-    if not word.startswith("--"):
+  for i, word in enumerate(words):
+    # A value may follow its option as the next word (`--project my-project`), as on Beam's own command lines.
+    if not word.startswith("--") and (i == 0 or not words[i - 1].startswith("--") or "=" in words[i - 1]):
       raise ValueError(f"--beam_pipeline_options: {word!r} is not an option; give --name=value words, e.g. "
                        "'--project=my-project --region=us-central1'")
     if word.split("=", 1)[0] == "--runner":
