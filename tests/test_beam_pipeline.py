@@ -91,10 +91,11 @@ def test_direct_runner_records_are_the_multiprocessing_modes_byte_for_byte(corpu
                   f"--input_file={','.join(corpus_files)}", f"--output_file={','.join(outputs)}",
                   f"--vocab_file={vocab_file}", "--max_seq_length=48", "--max_predictions_per_seq=7",
                   "--dupe_factor=3", "--random_seed=7", "--num_shards=5", "--num_workers=2",
-                  "--beam_runner=DirectRunner",
+                  "--beam_runner=DirectRunner", f"--beam_temp_dir={tmp_path / 'staging'}",
                   "--beam_pipeline_options=--direct_num_workers=2 --direct_running_mode=multi_processing"],
                  check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert read_bytes(outputs) == expected
+  assert os.listdir(tmp_path / "staging") == []  # The run's staging directory under --beam_temp_dir is gone.
 
 
 @pytest.mark.slow
