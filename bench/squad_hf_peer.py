@@ -29,8 +29,9 @@ google-research's own `run_squad.py` (PyPI bert-tensorflow 1.0.4, imported with 
   window; each window's logits are handed on over its real tokens only. google-research ranks the top
   n_best_size start and end positions over all max_seq_length positions, padding included, and drops those
   outside the context afterwards; with dynamic padding the padded positions' logits depend on the batch, and
-  in a barely trained model they crowd real candidates out of the top 20. Then `run_squad.write_predictions` (n_best_size 20, max_answer_length 30; for v2.0 the
-  null_score_diff_threshold, 0.0 by default) writes predictions.json, nbest_predictions.json and null_odds.json.
+  in a barely trained model they crowd real candidates out of the top 20. Then `run_squad.write_predictions`
+  (n_best_size 20, max_answer_length 30; for v2.0 the null_score_diff_threshold, 0.0 by default) writes
+  predictions.json, nbest_predictions.json and null_odds.json.
 - Metrics (`score`): the official ones through `bert_tf.tasks.squad_metrics` (tested equal to evaluate-v1.1.py
   and evaluate-v2.0.py), applied to the files written; for v2.0 also the best-threshold search over the null
   odds with each question's best non-null answer (the first non-empty text of its n-best list), and the
@@ -56,7 +57,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import random
 import shutil

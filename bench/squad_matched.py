@@ -18,7 +18,7 @@ Our side runs the library's training path (`finetuning.train`: the shared Traine
 `squad_postprocess.write_predictions`. The peer is `bench/squad_hf_peer.py` with --order_file, --head_init,
 --dropout=0 and --mask_padding_in_loss. Both are scored by `squad_hf_peer.score`.
 
-  python bench/squad_matched.py --version=v2.0 --seed=1          # about 10 minutes on 2 cores
+  python bench/squad_matched.py --version=v2.0 --seed=1          # a few minutes on 2 cores
 
 Uses (or writes) bench_squad.py's split files under --split_dir. Writes <work_dir>/matched-<version>-seed<S>.json
 (both sides' scores, the per-step loss differences) and prints a summary.
@@ -111,7 +111,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   import tensorflow as tf
 
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.tasks import classification, squad, squad_postprocess, squad_run
+  from bert_tf.tasks import classification, squad_postprocess, squad_run
   from bert_tf.tasks import squad_finetuning as sf
   from bert_tf.training import finetuning
 
@@ -135,7 +135,8 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=True)
   examples = list(inputs["train"].examples)
   random.Random(squad_run.SHUFFLE_SEED).shuffle(examples)  # as squad_run.train does
-  info, _ = squad_run._feature_file(config, config.train_file, examples, tokenizer, True, print)  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  info, _ = squad_run._feature_file(config, config.train_file, examples, tokenizer, True, print)
   keras.utils.set_random_seed(args.seed)
   strategy = ft.strategy()
 
