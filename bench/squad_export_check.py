@@ -66,6 +66,9 @@ def parse_args(argv=None):
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--n_best_size", type=int, default=20)
   parser.add_argument("--max_answer_length", type=int, default=30)
+  parser.add_argument("--null_score_diff_threshold", type=float, default=None,
+                      help="SQuAD 2.0: export and compare at this threshold instead of the stored one (e.g. 1e9: "
+                      "always answer, which checks span selection on every question)")
   parser.add_argument("--min_equal", type=float, default=0.99)
   parser.add_argument("--max_metric_diff", type=float, default=0.2)
   return parser.parse_args(argv)
@@ -90,7 +93,9 @@ def main(argv=None) -> int:
   exported = subprocess.run(
       [sys.executable, os.path.join(REPO, "scripts", "export_squad.py"), f"--squad_model_dir={model_dir}",
        f"--export_dir={export_dir}", "--model_name=squad", f"--n_best_size={args.n_best_size}",
-       f"--max_answer_length={args.max_answer_length}"], capture_output=True, text=True, env=env)
+       f"--max_answer_length={args.max_answer_length}"]
+      + ([f"--null_score_diff_threshold={args.null_score_diff_threshold}"]
+         if args.null_score_diff_threshold is not None else []), capture_output=True, text=True, env=env)
   if exported.returncode != 0:
     print(exported.stderr[-3000:], file=sys.stderr)
     return 1
@@ -105,12 +110,13 @@ def main(argv=None) -> int:
   answered = _read(answers_file)
   export_answers = {qid: row["answer"] for qid, row in answered["answers"].items()}
 
+  threshold = float(settings["null_score_diff_threshold"] if args.null_score_diff_threshold is None
+                    else args.null_score_diff_threshold)
   if version_2:
     nbest = _read(os.path.join(args.run_dir, squad_postprocess.NBEST_FILE))
     best_non_null = {qid: next((e["text"] for e in entries if e["text"]), "") for qid, entries in nbest.items()}
     python_answers = squad_postprocess.apply_threshold(
-        _read(os.path.join(args.run_dir, squad_postprocess.NULL_ODDS_FILE)), best_non_null,
-        float(settings["null_score_diff_threshold"]))
+        _read(os.path.join(args.run_dir, squad_postprocess.NULL_ODDS_FILE)), best_non_null, threshold)
   else:
     python_answers = _read(os.path.join(args.run_dir, squad_postprocess.PREDICTIONS_FILE))
   if set(python_answers) != set(export_answers):
@@ -123,7 +129,7 @@ def main(argv=None) -> int:
   em_key = "exact" if version_2 else "exact_match"
   report = {
       "run_dir": args.run_dir, "predict_file": args.predict_file, "saved_model": version_dir,
-      "version_2_with_negative": version_2, "null_score_diff_threshold": settings.get("null_score_diff_threshold"),
+      "version_2_with_negative": version_2, "null_score_diff_threshold": threshold if version_2 else None,
       "questions": len(python_answers), "equal": len(python_answers) - len(differing),
       "equal_fraction": round(1 - len(differing) / len(python_answers), 5),
       "python_em": python_metrics[em_key], "python_f1": python_metrics["f1"],
