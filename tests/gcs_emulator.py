@@ -139,8 +139,8 @@ class _Forwarder(http.server.BaseHTTPRequestHandler):
 
   def _forward(self):
     body = self._read_body()
-    if os.environ.get("GCS_PROXY_TRACE"):  # Debugging aid: method, path and header names, no values.
-      print("proxy:", self.command, self.path, sorted(self.headers.keys()), len(body), flush=True)
+    if os.environ.get("GCS_PROXY_TRACE"):  # Debugging aid, into the emulator's log: no header values.
+      print("proxy:", self.command, self.path, sorted(self.headers.keys()), len(body), file=sys.stderr, flush=True)
     headers = {k: v for k, v in self.headers.items()
                if k.lower() not in ("transfer-encoding", "connection", "content-length", "proxy-connection")}
     if body or self.command in ("POST", "PUT", "PATCH"):

@@ -9,11 +9,13 @@ chain cannot show (the exclusive lock, the order of an export's publish) are tes
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import os
 import random
 import subprocess
 import sys
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -265,3 +267,16 @@ def test_a_missing_emulator_binary_fails_with_a_message_naming_it(tmp_path, monk
   monkeypatch.setattr(wrapper, "_get_binary_path", lambda: missing)
   with pytest.raises(RuntimeError, match="fake-gcs-server could not start: .*no-such-binary"):
     gcs_emulator.Emulator(str(tmp_path))
+
+
+def test_the_proxy_tunnels_to_google_hosts_only(gcs):
+  proxy = urllib.parse.urlparse(gcs.proxy_url)
+  for host, reachable in (("storage.googleapis.com", True), ("pypi.org", False), ("127.0.0.1", False)):
+    connection = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=10)
+    connection.set_tunnel(host, 443)
+    if reachable:
+      connection.connect()  # The tunnel opens; TLS with the test CA follows (the chain above uses it).
+    else:
+      with pytest.raises(OSError, match="403"):
+        connection.connect()
+    connection.close()
