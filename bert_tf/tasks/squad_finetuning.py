@@ -137,9 +137,10 @@ def feature_file_path(features_dir: str, squad_file: str, vocab_file: str, is_tr
                       max_query_length: int, num_examples: int | None = None) -> str:
   """Where the features of `squad_file` go under `features_dir`: named by a hash of everything that determines
   them (the data and vocab files' contents, the flags, and `num_examples` when the run uses a prefix)."""
+  # Evaluation windows are stored shortest first (see `squad_run`), which the key says.
   key = feature_file_key(file_fingerprint(squad_file), file_fingerprint(vocab_file), is_training,
                          version_2_with_negative, do_lower_case, max_seq_length, doc_stride, max_query_length,
-                         num_examples)
+                         num_examples, *([] if is_training else ["by length"]))
   split = "train" if is_training else "eval"
   return f"{features_dir.rstrip('/')}/squad/{split}-{key}.tfrecord"
 
