@@ -27,7 +27,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks import classification, glue, metrics
-from bert_tf.training import distribute, finetuning, handoff
+from bert_tf.training import distribute, finetuning
 
 
 @dataclasses.dataclass
@@ -66,15 +66,9 @@ class ClassifierConfig(finetuning.TaskRunConfig):
     if task.name == "AX" and (self.do_train or self.do_eval):
       raise ValueError("--task_name=AX has a test set only: train and evaluate on MNLI, then --do_predict AX "
                        "with --init_checkpoint=<the MNLI --output_dir>/classifier")
-    bert = self.finetuning.bert_config
-    if self.max_seq_length > bert.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
-                       f"{bert.max_position_embeddings} of the BERT config; lower it")
     if self.max_seq_length < (4 if task.is_pair else 3):
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] text [SEP]")
-    if not fileio.exists(self.vocab_file):
-      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    self.check_length_and_vocab()
     if self.num_restarts < 1:
       raise ValueError(f"--num_restarts={self.num_restarts}: must be >= 1")
     if any(lr <= 0 for lr in self.learning_rates):

@@ -82,15 +82,9 @@ class NerConfig(finetuning.TaskRunConfig):
       raise ValueError(f"--tag_scheme={self.tag_scheme}: choose auto or one of {', '.join(ner.SCHEMES)}")
     if self.label_scheme not in ner.LABEL_SCHEMES:
       raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
-    bert = self.finetuning.bert_config
-    if self.max_seq_length > bert.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
-                       f"{bert.max_position_embeddings} of the BERT config; lower it")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
-    if not fileio.exists(self.vocab_file):
-      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")

@@ -93,13 +93,7 @@ class SquadConfig(finetuning.TaskRunConfig):
       raise ValueError("--do_predict/--do_eval need --predict_file (e.g. dev-v1.1.json)")
     squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
     squad_postprocess.check_sizes(self.n_best_size, self.max_answer_length)
-    bert = self.finetuning.bert_config
-    if self.max_seq_length > bert.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
-                       f"{bert.max_position_embeddings} of the BERT config; lower it")
-    if not fileio.exists(self.vocab_file):
-      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_predict/--do_eval/--export_dir without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")

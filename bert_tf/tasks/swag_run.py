@@ -76,17 +76,11 @@ class SwagConfig(finetuning.TaskRunConfig):
     self.finetuning.validate()
     if not (self.do_train or self.do_eval or self.do_predict):
       raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
-    bert = self.finetuning.bert_config
-    if self.max_seq_length > bert.max_position_embeddings:
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
-                       f"{bert.max_position_embeddings} of the BERT config; lower it")
     if self.max_seq_length < 4:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] a [SEP] b [SEP]")
     if self.max_train_examples < 0:
       raise ValueError(f"--max_train_examples={self.max_train_examples}: must be >= 0 (0: all)")
-    if not fileio.exists(self.vocab_file):
-      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.training import distribute, handoff, optimization, trainer
 
@@ -94,6 +95,17 @@ class TaskRunConfig:
   @property
   def length_multiple(self) -> int:
     return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
+
+  def check_length_and_vocab(self) -> None:
+    """--max_seq_length within the BERT config's positions, and --vocab_file present and fitting the config:
+    the checks every task's `validate` makes (ValueError / FileNotFoundError naming the flag)."""
+    bert = self.finetuning.bert_config
+    if self.max_seq_length > bert.max_position_embeddings:
+      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
+                       f"{bert.max_position_embeddings} of the BERT config; lower it")
+    if not fileio.exists(self.vocab_file):
+      raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
+    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
 
 
 # -- The pretrained encoder -----------------------------------------------------------------------------------
