@@ -660,3 +660,15 @@ def test_check_warmup_instances():
 def test_classifier_manifest_names_its_task_kind(exported):
   assert serving.read_manifest(exported["nli"][2])["task_kind"] == "classification"
   assert serving.read_manifest(exported["sts"][2])["task_kind"] == "regression"
+
+
+def test_warmup_file_is_the_same_bytes_whatever_order_the_inputs_come_in(tmp_path):
+  # The inputs are a protobuf map: without deterministic serialization the bytes follow insertion order (and the
+  # process's hashing), so the same export written twice, or locally and on gs://, would differ.
+  instances = [{"sentence1": "A dog.", "sentence2": "No.", "question": "Why?"}, {"sentence1": "B", "sentence2": "C",
+                                                                                  "question": "D"}]
+  paths = [str(tmp_path / name) for name in ("forward", "reversed")]
+  for path, order in zip(paths, (instances, [dict(reversed(list(i.items()))) for i in instances])):
+    assert serving.write_warmup_requests(path, "pairs", order) == 3
+  forward, backward = (open(path, "rb").read() for path in paths)
+  assert forward == backward

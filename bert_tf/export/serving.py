@@ -311,7 +311,9 @@ def write_warmup_requests(path: str, model_name: str, instances: Sequence[Mappin
     for batch in batches:
       request = serving_requests.grpc_request(model_name, batch, signature_name, dtypes=dtypes)
       log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-      writer.write(log.SerializeToString())
+      # `inputs` is a protobuf map, whose default serialization order varies between processes: the
+      # deterministic form makes the same export the same bytes (a re-export can be compared or skipped).
+      writer.write(log.SerializeToString(deterministic=True))
   return len(batches)
 
 
