@@ -66,6 +66,7 @@ def reference_bert(weights, config, inputs):
   x = (w["bert/embeddings/word_embeddings"][ids] + w["bert/embeddings/token_type_embeddings"][seg]
        + w["bert/embeddings/position_embeddings"][:length])
   x = ln(x, "bert/embeddings/LayerNorm")
+  embeddings = x
   adder = (1.0 - mask[:, None, None, :]) * -10000.0
   layers = []
   for k in range(config.num_hidden_layers):
@@ -84,7 +85,7 @@ def reference_bert(weights, config, inputs):
     x = ln(x + dense(h, f"{p}/output/dense"), f"{p}/output/LayerNorm")
     layers.append(x)
   pooled = np.tanh(dense(x[:, 0], "bert/pooler/dense"))
-  return layers, pooled
+  return layers, pooled, embeddings
 
 
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu", "tanh"])
@@ -97,25 +98,42 @@ def test_matches_numpy_reference(hidden_act):
   weights = convert.get_tf1_weights(convert.tf1_links(encoder))
   inputs = tiny_inputs()
   out = encoder(inputs)
-  layers, pooled = reference_bert(weights, config, inputs)
+  layers, pooled, embeddings = reference_bert(weights, config, inputs)
   assert len(out["encoder_outputs"]) == config.num_hidden_layers
   for ours, ref in zip(out["encoder_outputs"], layers):
     np.testing.assert_allclose(ours.numpy(), ref, atol=2e-5)
   np.testing.assert_allclose(out["sequence_output"].numpy(), layers[-1], atol=2e-5)
   np.testing.assert_allclose(out["pooled_output"].numpy(), pooled, atol=2e-5)
+  np.testing.assert_allclose(out["embedding_output"].numpy(), embeddings, atol=2e-5)
 
 
 def test_shapes_and_dtypes():
   config = tiny_config()
   encoder = BertEncoder(config)
   out = encoder(tiny_inputs())
-  assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs"}
+  assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs", "embedding_output"}
+  assert out["embedding_output"].shape == (B, T, 12)
   assert out["sequence_output"].shape == (B, T, 12) and out["sequence_output"].dtype == tf.float32
   assert out["pooled_output"].shape == (B, 12)
   assert [o.shape for o in out["encoder_outputs"]] == [(B, T, 12)] * 2
   assert encoder.word_embedding_matrix is encoder.word_embeddings.embeddings
   assert tuple(encoder.word_embedding_matrix.shape) == (99, 12)
   assert [i.name for i in encoder.inputs] == ["input_ids", "input_mask", "segment_ids"]
+
+
+def test_embedding_output_is_the_first_blocks_input():
+  encoder = BertEncoder(tiny_config())
+  randomize(encoder)
+  inputs = tiny_inputs()
+  out = encoder(inputs)
+  first = encoder.layer_0(out["embedding_output"], tf.constant(inputs["input_mask"]))
+  np.testing.assert_allclose(first.numpy(), out["encoder_outputs"][0].numpy(), atol=1e-6)
+  # Dropout applies to it in training (the dropout the first block sees).
+  dropped = BertEncoder(tiny_config(hidden_dropout_prob=0.5))
+  a = dropped(inputs)["embedding_output"].numpy()
+  b = dropped(inputs, training=True)["embedding_output"].numpy()
+  real = inputs["input_mask"] > 0
+  assert (b[real] == 0).mean() > 0.3 and np.abs(a - b).max() > 1e-3
 
 
 def test_padded_tokens_do_not_change_real_positions():
@@ -276,12 +294,14 @@ def test_training_skips_padded_rows_with_the_same_real_rows_and_gradients():
       # Only real rows enter the loss, as in every BERT loss (masked positions, [CLS]).
       loss = tf.reduce_sum(out["pooled_output"]) + tf.reduce_sum(
           tf.boolean_mask(out["sequence_output"], features["input_mask"] > 0) ** 2)
-    return out["encoder_outputs"], out["pooled_output"], tape.gradient(loss, encoder.trainable_variables)
+    return ([out["embedding_output"], *out["encoder_outputs"]], out["pooled_output"],
+            tape.gradient(loss, encoder.trainable_variables))
 
   unpadded, pooled, grads = tf.function(loss_and_grads)(inputs)
   padded, xla_pooled, xla_grads = tf.function(loss_and_grads, jit_compile=True)(inputs)  # XLA: padded rows
-  inference = encoder(inputs)["encoder_outputs"]
-  assert len(unpadded) == len(padded) == 2
+  out = encoder(inputs)
+  inference = [out["embedding_output"], *out["encoder_outputs"]]  # the embeddings, then each layer's output
+  assert len(unpadded) == len(padded) == 3
   for layer_unpadded, layer_padded, layer_inference in zip(unpadded, padded, inference):
     layer_unpadded, layer_padded = layer_unpadded.numpy(), layer_padded.numpy()
     np.testing.assert_allclose(layer_unpadded[real], layer_padded[real], atol=1e-5)

@@ -80,6 +80,9 @@ class BertEncoder(BertConfigModel, keras.Model):
     pooled_output: [B, H], tanh(dense(sequence_output[:, 0])).
     encoder_outputs: list of num_hidden_layers tensors [B, T, H], each layer's output in order
       (the last one is sequence_output).
+    embedding_output: [B, T, H], word + token_type + position embeddings after LayerNorm and dropout: the
+      input of the first block (the paper's "embeddings" feature, Table 7). In training outside XLA its padded
+      positions are zeros, as every layer's output there; graphs that do not use it prune it.
 
   Attributes: `word_embeddings` (the `keras.layers.Embedding`; its `embeddings` [V, H] is the matrix the
   masked-LM output is tied to), `token_type_embeddings`, `position_embeddings`, `embeddings_layer_norm`,
@@ -128,6 +131,7 @@ class BertEncoder(BertConfigModel, keras.Model):
     words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
     x = words + self.token_type_embeddings(inputs["segment_ids"]) + self.position_embeddings(words)
     x = self.embeddings_dropout(self.embeddings_layer_norm(x))
+    embedding_output = x
     encoder_outputs = []
     for block in (getattr(self, f"layer_{i}") for i in range(config.num_hidden_layers)):
       x = block(x, inputs["input_mask"])
@@ -135,7 +139,8 @@ class BertEncoder(BertConfigModel, keras.Model):
     pooled = self.pooler(x[:, 0, :])  # [B, H]
     super().__init__(
         inputs=inputs,
-        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs},
+        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs,
+                 "embedding_output": embedding_output},
         dtype=dtype,
         **kwargs)
 
@@ -150,9 +155,10 @@ class BertEncoder(BertConfigModel, keras.Model):
     if training and unpadded_ok():
       keep, rows = self._train_real_tokens(inputs, self.transformer_layers)
       # Padding is put back for every layer's output; graphs that do not use an output prune its op.
-      encoder_outputs = [self._padded(x, keep, inputs["input_mask"]) for x in rows[1:]]
+      embedding_output, *encoder_outputs = [self._padded(x, keep, inputs["input_mask"]) for x in rows]
       x = encoder_outputs[-1]
-      return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]), "encoder_outputs": encoder_outputs}
+      return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]), "encoder_outputs": encoder_outputs,
+              "embedding_output": embedding_output}
     return super().call(inputs, training=training, mask=mask)
 
   def _train_real_tokens(self, inputs, blocks):
