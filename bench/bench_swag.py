@@ -227,11 +227,13 @@ def _fresh(directory: str) -> str:
 
 
 def predict_loop_rate(log_path: str) -> tuple[float, int] | None:
-  """(examples/s, examples done) of the last progress line that finetuning.predict logged for "SWAG val" in ours'
-  log: the loop's rate over the examples done by then, first batch's tracing included. It logs after the first
-  batch and then every few seconds, not after the last, so this is an estimate over part of the file."""
+  """(examples/s, examples) of the whole prediction loop over "SWAG val" in ours' log: finetuning.predict's final
+  "done" line (first batch's tracing included); from a log written before that line existed, its last progress
+  line, an estimate over part of the file."""
   with open(log_path, encoding="utf-8", errors="replace") as f:
-    progress = re.findall(r"SWAG val: batch \d+(?:/\d+)?\s+(\d+) examples\s+([\d.e+]+) examples/s", f.read())
+    text = f.read()
+  done = re.findall(r"SWAG val: done, (\d+) examples in [\d.]+ s \(([\d.e+]+) examples/s\)", text)
+  progress = done or re.findall(r"SWAG val: batch \d+(?:/\d+)?\s+(\d+) examples\s+([\d.e+]+) examples/s", text)
   if not progress:
     return None
   return float(progress[-1][1]), int(progress[-1][0])
@@ -414,8 +416,8 @@ def markdown(summary: dict[str, Any]) -> str:
   rows += ["", "| | ours | peer | ours / peer |", "|---|---|---|---|"]
   for key, label in (("train_examples_per_second", "training examples/s"),
                      ("predict_examples_per_second", "prediction examples/s (with tokenization)"),
-                     ("predict_loop_examples_per_second", "prediction examples/s (loop only; ours: its last "
-                      "progress line)")):
+                     ("predict_loop_examples_per_second", "prediction examples/s (loop only; ours: its \"done\" "
+                      "line)")):
     rows.append(f"| {label} | {_f(s['ours'][key], '.2f')} | {_f(s['peer'][key], '.2f')} | "
                 f"**{_f(s[key + '_ratio'], '.2f')}x** |".replace("n/ax", "n/a"))
   for key, label in (("train_seconds", "training s"), ("predict_seconds", "prediction s"),
