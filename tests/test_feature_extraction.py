@@ -116,6 +116,7 @@ def files(tmp_path_factory):
   ours (encoder/ckpt-1), and the input lines."""
   from bert_tf.model import convert
   from bert_tf.model.encoder import BertEncoder
+  from bert_tf.training import handoff
 
   d = tmp_path_factory.mktemp("features")
   vocab = d / "vocab.txt"
@@ -131,6 +132,9 @@ def files(tmp_path_factory):
   out = {"vocab": str(vocab), "tf1": convert.save_tf1(converted, str(d / "tf1")),
          "ours": os.path.dirname(os.path.dirname(convert.save_ours(converted, str(d / "ours")))),
          "input": str(d / "input.txt"), "dir": str(d)}
+  # The pretraining hand-off (encoder_checkpoint/, encoder_savedmodel/, bert_config.json), as run_pretraining.py
+  # leaves it.
+  out["handoff"] = handoff.export_encoder(encoder, config, str(d / "pretrain"))
   with open(out["input"], "w", encoding="utf-8") as f:
     f.write("\n".join(LINES) + "\n")
   return out
@@ -213,10 +217,12 @@ def test_library_equals_reference_all_layers_cased(files, reference):
 
 
 def test_our_checkpoint_and_gelu(files, reference):
-  """Our checkpoint of the same weights, with --gelu=tanh (google-research's form), gives the reference's
+  """Our checkpoint, pretraining hand-off checkpoint and SavedModel of the same weights, with --gelu=tanh (google-research's form), gives the reference's
   values; with "auto" (erf, bert_tf's form) they differ, by more than the tolerance: the comparison can tell."""
   theirs = reference["pair_layers"]
   assert max_difference(run_ours(files, "pair_layers", files["ours"], gelu="tanh"), theirs) <= 1e-5
+  for form in ("checkpoint", "savedmodel"):
+    assert max_difference(run_ours(files, "pair_layers", files["handoff"][form], gelu="tanh"), theirs) <= 1e-5
   assert max_difference(run_ours(files, "pair_layers", files["ours"]), theirs) > 1e-4
   assert max_difference(run_ours(files, "pair_layers", files["tf1"], gelu="erf"), theirs) > 1e-4
 
@@ -233,6 +239,16 @@ def test_fixture_reaches_the_corner_cases(reference):
   cased = [[f["token"] for f in line["features"]] for line in reference["all_layers"]]
   assert cased[5] == ["[CLS]", "[UNK]", "東", "京", "[UNK]", "[UNK]", "word", "##y", "!", "[SEP]"]
   assert [x["index"] for x in reference["all_layers"][0]["features"][0]["layers"]] == [0, -1, 1]
+
+
+def test_round6_is_pythons_round():
+  """Equal, not close, to round(float(x), 6) on float32 values of every size, and on ties (k / 128: x * 1e6 ends
+  in .5 exactly), which go to the even neighbour."""
+  rng = np.random.default_rng(3)
+  values = np.concatenate([rng.normal(0, 1, 20000), rng.normal(0, 1e-5, 5000), rng.normal(0, 1e4, 5000),
+                           np.arange(-2000, 2000) / 128]).astype(np.float32)
+  assert fe.round6(values).tolist() == [round(float(x), 6) for x in values]
+  assert fe.round6(np.float32([1 / 128, 3 / 128])).tolist() == [0.007812, 0.023438]
 
 
 def test_units(files):
