@@ -9,7 +9,8 @@ $CONLL_DIR; a cased model):
       --nodo_lower_case --do_train --do_eval --do_predict --document_context --output_dir=out/ner
 
 --init_checkpoint takes what scripts/run_classifier.py takes; for --do_eval/--do_predict alone, a run's
-<output_dir>/ner_model.
+<output_dir>/ner_model. --feature_based=<choice> trains a BiLSTM tagger on the frozen encoder's features instead of
+fine-tuning (the paper's Table 7; docs/feature_based.md).
 """
 
 import json
@@ -53,6 +54,12 @@ flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest window
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving to "
                     "<export_dir>/<model_name>/<version>/.")
 flags.DEFINE_string("model_name", None, "The served model's name (default: ner).")
+flags.DEFINE_string("feature_based", None, "The paper's feature-based mode (section 5.3): the encoder stays frozen "
+                    "and a two-layer BiLSTM tagger trains on this feature choice: embeddings, second_to_last_hidden, "
+                    "last_hidden, weighted_sum_last_four, concat_last_four or weighted_sum_all (see "
+                    "docs/feature_based.md; a head trained from scratch wants a larger --learning_rate, e.g. 1e-3).")
+flags.DEFINE_bool("cache_features", True, "With --feature_based: compute the frozen encoder's layers once per data "
+                  "file and keep them under --features_dir/ner_layers/ (else the encoder runs in every step).")
 
 
 def _config():
@@ -78,7 +85,8 @@ def _config():
       max_seq_length=FLAGS.max_seq_length, tag_scheme=FLAGS.tag_scheme, label_scheme=FLAGS.label_scheme,
       document_context=FLAGS.document_context, features_dir=FLAGS.features_dir,
       dynamic_padding=FLAGS.dynamic_padding, export_dir=FLAGS.export_dir, model_name=FLAGS.model_name,
-      bert_config_file=FLAGS.bert_config_file)
+      bert_config_file=FLAGS.bert_config_file, feature_based=FLAGS.feature_based,
+      cache_features=FLAGS.cache_features)
 
 
 def main(argv):

@@ -17,6 +17,11 @@ Outputs in --output_dir:
   eval_conlleval.txt             --do_eval: the same scores as conlleval prints them
   test_predictions.txt, test_results.txt / .json, test_conlleval.txt   likewise for --do_predict on the test file
 
+With --feature_based=<choice> (docs/feature_based.md), the paper's feature-based mode (section 5.3) replaces
+fine-tuning: the encoder stays frozen, and `ner_feature_based.BertFeatureTagger` trains a two-layer BiLSTM and a
+classifier on one of its feature choices. The encoder's layers are computed once per window file and cached under
+<features_dir>/ner_layers/ (--cache_features); the windows, loss, metric and output files are the same.
+
 With --export_dir, ner_model/ is also exported for TensorFlow Serving (`export.ner_serving`: raw text in, tags
 and entities out) to <export_dir>/<model_name>/<version>/.
 
@@ -38,7 +43,8 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import ner, ner_metrics
+from bert_tf.tasks import feature_choice, ner, ner_metrics
+from bert_tf.tasks import ner_feature_based as nfb
 from bert_tf.tasks import ner_finetuning as nf
 from bert_tf.training import distribute, finetuning, handoff
 
@@ -68,6 +74,8 @@ class NerConfig(finetuning.TaskRunConfig):
   export_dir: str | None = None
   model_name: str | None = None
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
+  feature_based: str | None = None  # a feature_choice.CHOICES: frozen encoder, BiLSTM tagger (section 5.3)
+  cache_features: bool = True  # feature-based: the encoder's layers computed once per window file and reused
 
   @property
   def output_dir(self) -> str:
@@ -91,6 +99,15 @@ class NerConfig(finetuning.TaskRunConfig):
     if self.export_dir and not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError(f"--export_dir needs a trained model: pass --do_train, or --init_checkpoint=<a run's "
                        f"output_dir>/{MODEL_DIR}")
+    if self.feature_based is not None:
+      feature_choice.check_choice(self.feature_based, self.finetuning.bert_config.num_hidden_layers,
+                                  "--feature_based")
+      if self.do_train and not self.finetuning.init_checkpoint:
+        raise ValueError("--feature_based trains on a pretrained encoder's features and never changes the encoder: "
+                         "pass --init_checkpoint=<the pretrained model>")
+      if self.export_dir:
+        raise ValueError("--export_dir serves fine-tuned taggers only (export.ner_serving); drop --export_dir for "
+                         "a --feature_based run")
 
 
 def is_model_dir(path: str | None) -> bool:
@@ -144,20 +161,48 @@ def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, sa
   return info, windows
 
 
+def _layer_file(config: NerConfig, encoder, windows: nf.NerFeatureFile, say) -> nfb.LayerFile:
+  """The cached layers of the window file `windows` computed by the frozen `encoder`."""
+  start = time.perf_counter()
+  info, reused = nfb.cached_layer_file(encoder, windows, config.features_dir,
+                                       config.finetuning.predict_batch_size, say)
+  if reused:
+    say(f"{windows.path}: reusing encoder layers {info.path}")
+  else:
+    say(f"{windows.path}: wrote encoder layers {info.path} ({info.num_windows} windows, {info.num_layers} layers "
+        f"of {info.hidden_size}) in {time.perf_counter() - start:.1f} s")
+  return info
+
+
+def _pretrained_encoder(config: NerConfig):
+  """A float32 `BertEncoder` with --init_checkpoint's weights: what the cached training layers are computed
+  by (the trainer loads the same weights into its model's frozen encoder)."""
+  from bert_tf.model.encoder import BertEncoder
+
+  encoder = BertEncoder(config.finetuning.bert_config, dtype="float32")
+  finetuning.init_encoder(encoder, config.finetuning.init_checkpoint, config.config_source)
+  return encoder
+
+
 # -- The fine-tuned model -------------------------------------------------------------------------------------
 
 
-def _settings(config: NerConfig, labels: tuple[str, ...], types: tuple[str, ...], train_scheme: str) -> dict:
-  return {"labels": list(labels), "label_scheme": config.label_scheme, "types": list(types),
-          "train_tag_scheme": train_scheme, "max_seq_length": config.max_seq_length,
-          "do_lower_case": config.do_lower_case, "document_context": config.document_context}
+def _settings(config: NerConfig, labels: tuple[str, ...], types: tuple[str, ...], train_scheme: str,
+              model=None) -> dict:
+  settings = {"labels": list(labels), "label_scheme": config.label_scheme, "types": list(types),
+              "train_tag_scheme": train_scheme, "max_seq_length": config.max_seq_length,
+              "do_lower_case": config.do_lower_case, "document_context": config.document_context}
+  if isinstance(model, nfb.BertFeatureTagger):
+    settings.update(feature_based=model.choice, lstm_units=model.lstm_units)
+  return settings
 
 
-def save_model(model: nf.BertTokenClassifier, settings: dict, vocab_file: str, directory: str) -> str:
-  """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
-  under `directory`, whole or not at all."""
+def save_model(model, settings: dict, vocab_file: str, directory: str) -> str:
+  """Writes the trained model (a `BertTokenClassifier`, or a `BertFeatureTagger`; float32 weights whatever the
+  training policy), its config, vocab and settings under `directory`, whole or not at all."""
   settings_text = json.dumps(settings, indent=2) + "\n"
-  return handoff.save_task_model(nf.float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
+  copy = nfb.float32_copy(model) if isinstance(model, nfb.BertFeatureTagger) else nf.float32_copy(model)
+  return handoff.save_task_model(copy, SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
@@ -165,11 +210,15 @@ def read_settings(directory: str) -> dict:
     return json.loads(f.read().decode("utf-8"))
 
 
-def load_model(directory: str) -> tuple[nf.BertTokenClassifier, dict]:
+def load_model(directory: str) -> tuple[nf.BertTokenClassifier | nfb.BertFeatureTagger, dict]:
   """(the float32 tagger saved by `save_model` in `directory`, its settings); call under the strategy's scope."""
   settings = read_settings(directory)
-  config_path = os.path.join(directory, "bert_config.json")
-  model = nf.BertTokenClassifier(BertConfig.from_json_file(config_path), len(settings["labels"]), dtype="float32")
+  bert_config = BertConfig.from_json_file(os.path.join(directory, "bert_config.json"))
+  if settings.get("feature_based"):
+    model = nfb.BertFeatureTagger(bert_config, len(settings["labels"]), settings["feature_based"],
+                                  lstm_units=settings["lstm_units"], dtype="float32")
+  else:
+    model = nf.BertTokenClassifier(bert_config, len(settings["labels"]), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   handoff.restore_task_model(model, directory, f"run_ner.py (<output_dir>/{MODEL_DIR}/)")
   return model, settings
@@ -180,11 +229,18 @@ def load_model(directory: str) -> tuple[nf.BertTokenClassifier, dict]:
 
 def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
           say) -> tuple[object, dict]:
-  """Fine-tunes on the training file; -> (the model or None when interrupted, a summary)."""
+  """Fine-tunes on the training file (with --feature_based, trains the tagger on the frozen encoder's features);
+  -> (the model or None when interrupted, a summary)."""
   ft = config.finetuning
   info, _ = _feature_file(config, conll, tokenizer, labels, say)
-  task = nf.NerTask(ft.bert_config, len(labels), info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-                    dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+  if config.feature_based:
+    layers = _layer_file(config, _pretrained_encoder(config), info, say) if config.cache_features else None
+    task = nfb.NerFeatureTask(ft.bert_config, len(labels), config.feature_based, info.path, config.max_seq_length,
+                              layers=layers, seed=ft.seed, dtype=ft.dtype, dynamic_padding=config.dynamic_padding_on,
+                              length_multiple=config.length_multiple)
+  else:
+    task = nf.NerTask(ft.bert_config, len(labels), info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+                      dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
   run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source)
@@ -202,9 +258,14 @@ def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, .
             say) -> list[list[str]]:
   """Each sentence's predicted tags, in the scheme of `conll`'s file."""
   info, windows = _feature_file(config, conll, tokenizer, None, say)
-  dataset = nf.ner_dataset(info.path, finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy),
-                           config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on,
-                           pad_to_batch=True, length_multiple=config.length_multiple)
+  batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
+  if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
+    layers = _layer_file(config, model.encoder, info, say)
+    dataset = nfb.layer_dataset(layers, batch_size, is_training=False, pad_to_batch=True)
+  else:
+    dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
+                             dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
+                             length_multiple=config.length_multiple)
   ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
                            description=f"predicting {conll.path}")  # [N, T]
   if len(ids) != len(windows):
@@ -230,6 +291,18 @@ def write_results(output_dir: str, prefix: str, values: dict, report: str) -> No
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_conlleval.txt"), report)
 
 
+def _check_trained_mode(config: NerConfig, settings: dict) -> None:
+  """--feature_based and --export_dir against the mode the model of --init_checkpoint was trained in."""
+  model_dir = config.finetuning.init_checkpoint
+  trained = settings.get("feature_based")
+  if config.feature_based is not None and config.feature_based != trained:
+    raise ValueError(f"--feature_based={config.feature_based}, but {model_dir} is "
+                     f"{'feature-based on ' + trained if trained else 'a fine-tuned tagger'}; drop --feature_based "
+                     "to evaluate it as it was trained")
+  if trained and config.export_dir:
+    raise ValueError(f"--export_dir serves fine-tuned taggers only; {model_dir} is feature-based ({trained})")
+
+
 # -- The script's entry point ---------------------------------------------------------------------------------
 
 
@@ -244,6 +317,8 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
   if settings is not None and settings["do_lower_case"] != config.do_lower_case:
     raise ValueError(f"--do_lower_case={config.do_lower_case}, but {config.finetuning.init_checkpoint} was trained "
                      f"with do_lower_case={settings['do_lower_case']}; pass the same casing")
+  if settings is not None:
+    _check_trained_mode(config, settings)
   inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
   strategy = strategy or config.finetuning.strategy()
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -262,8 +337,8 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       return summary
     model_dir = os.path.join(config.output_dir, MODEL_DIR)
     if chief:
-      save_model(model, _settings(config, labels, conll.types, conll.scheme), config.vocab_file, model_dir)
-      say(f"saved the fine-tuned model to {model_dir}")
+      save_model(model, _settings(config, labels, conll.types, conll.scheme, model), config.vocab_file, model_dir)
+      say(f"saved the trained model to {model_dir}")
   else:
     model_dir = config.finetuning.init_checkpoint.rstrip("/")
     with strategy.scope():
