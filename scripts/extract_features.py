@@ -36,6 +36,9 @@ flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased 
 flags.DEFINE_integer("batch_size", 32, "Lines per batch.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for google-research's command lines; no effect "
                   "(both lookups give the same values).")
+flags.DEFINE_bool("use_tpu", False, "Accepted for google-research's command lines; only False (runs on CPU or GPU).")
+flags.DEFINE_string("master", None, "Accepted for google-research's command lines; TPU only, so unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for google-research's command lines; TPU only, so unused.")
 # New.
 flags.DEFINE_enum("gelu", "auto", ["auto", "erf", "tanh"], "How \"gelu\" is computed: auto = tanh for a "
                   "google-research checkpoint (as its modeling.py), erf otherwise (as bert_tf and Hugging Face).")
@@ -43,7 +46,15 @@ flags.DEFINE_enum("gelu", "auto", ["auto", "erf", "tanh"], "How \"gelu\" is comp
 
 def main(argv):
   del argv
+  if FLAGS.use_tpu:
+    raise ValueError("--use_tpu: feature extraction runs on CPU or GPU here; drop --use_tpu (and --master)")
+  import tensorflow as tf
+
   from bert_tf.tasks import feature_extraction
+
+  # From Ampere on, GPUs would run float32 matmuls in TF32 (a 10-bit mantissa), about 1e-3 off the values of
+  # google-research's script; features are for comparing with it, so full float32.
+  tf.config.experimental.enable_tensor_float_32_execution(False)
 
   config = feature_extraction.FeatureExtractionConfig(
       input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_file=FLAGS.vocab_file,
