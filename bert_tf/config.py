@@ -3,6 +3,10 @@
 The field names are google-research's and are used unchanged in code, flags and docs. Keys that other
 producers add (Hugging Face's `directionality`, `pooler_*`, `model_type`, ...) are kept in `extras` and written
 back, so a config read and written again loses nothing.
+
+One field is ours: `causal_attention` (a left-to-right model, the paper's "LTR & No NSP" ablation). It is
+written only when true, so google-research's configs read and write back unchanged, and read as false when
+absent.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 
 HIDDEN_ACTS = ("gelu", "gelu_new", "relu", "tanh")
 
+# Fields that are not google-research's: absent from its bert_config.json (read as this default) and written
+# only when they differ from it.
+OPTIONAL_FIELDS = {"causal_attention": False}
+
 
 @dataclasses.dataclass
 class BertConfig:
@@ -40,6 +48,9 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 2
   initializer_range: float = 0.02  # stddev of the truncated normal used for every weight matrix.
+  # True: every position attends only to itself and the positions before it (a left-to-right language model),
+  # in pretraining, fine-tuning and export alike; the pooler then reads the last real token (encoder.py).
+  causal_attention: bool = False
   extras: dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
@@ -64,6 +75,8 @@ class BertConfig:
         raise ValueError(f"{source}: {name} must be in [0, 1), got {value!r}")
     if self.initializer_range <= 0:
       raise ValueError(f"{source}: initializer_range must be > 0, got {self.initializer_range!r}")
+    if not isinstance(self.causal_attention, bool):
+      raise ValueError(f"{source}: causal_attention must be true or false, got {self.causal_attention!r}")
 
   @property
   def head_size(self) -> int:
@@ -83,12 +96,13 @@ class BertConfig:
   @classmethod
   def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":
     known = {f.name for f in dataclasses.fields(cls)} - {"extras"}
-    missing = sorted(known - set(values))
+    missing = sorted(known - set(values) - set(OPTIONAL_FIELDS))
     if missing:
-      raise ValueError(f"{source}: missing keys {missing}; a bert_config.json has all of {sorted(known)}")
+      raise ValueError(f"{source}: missing keys {missing}; a bert_config.json has all of "
+                       f"{sorted(known - set(OPTIONAL_FIELDS))}")
     config = cls.__new__(cls)
     for name in known:
-      setattr(config, name, values[name])
+      setattr(config, name, values.get(name, OPTIONAL_FIELDS.get(name)))
     config.extras = {k: v for k, v in values.items() if k not in known}
     config.validate(source)
     return config
@@ -96,6 +110,9 @@ class BertConfig:
   def to_dict(self) -> dict[str, Any]:
     values = dataclasses.asdict(self)
     extras = values.pop("extras")
+    for name, default in OPTIONAL_FIELDS.items():
+      if values[name] == default:
+        del values[name]  # google-research's keys alone, as its bert_config.json has them
     return {**dict(sorted(values.items())), **extras}
 
   @classmethod

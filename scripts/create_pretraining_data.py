@@ -28,6 +28,10 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of passes over the input, each with different masks.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a sequence shorter than the maximum length.")
+flags.DEFINE_float("mask_token_rate", 0.8, "Share of the masked-LM positions replaced by [MASK] (the paper's "
+                   "Table 8; google-research's 0.8).")
+flags.DEFINE_float("random_token_rate", 0.1, "Share replaced by a random token (google-research's 0.1); the rest "
+                   "keep their token. The two add up to at most 1; the defaults write google-research's records.")
 # New flags.
 flags.DEFINE_integer("num_workers", 1, "Worker processes (sharded mode).")
 flags.DEFINE_integer("num_shards", 0, "Number of corpus shards; 0 = one per --shard_size_mb of input text. The "
@@ -66,7 +70,8 @@ def main(argv):
   config = instances.InstanceConfig(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, dupe_factor=FLAGS.dupe_factor,
-      do_whole_word_mask=FLAGS.do_whole_word_mask, dynamic_masking=FLAGS.dynamic_masking)
+      do_whole_word_mask=FLAGS.do_whole_word_mask, dynamic_masking=FLAGS.dynamic_masking,
+      mask_token_rate=FLAGS.mask_token_rate, random_token_rate=FLAGS.random_token_rate)
   config.validate()  # Before reading anything: bad flags fail fast.
   run = pretraining_data.RunConfig(
       input_files=tuple(text_io.expand_input_files(FLAGS.input_file)),

@@ -1,4 +1,6 @@
 """Pretrains BERT (masked LM + next sentence) on google-research-format TFRecords; see docs/pretraining.md.
+The paper's ablations are flags: --no_nsp, --left_to_right, and with --dynamic_masking --mask_token_rate and
+--random_token_rate.
 
 Flags are google-research/bert's where it had them. Rerunning the same command resumes from the newest
 checkpoint in --output_dir; Ctrl-C or SIGTERM saves a checkpoint and exits with status 130 or 143 (rerun to
@@ -41,6 +43,17 @@ flags.DEFINE_bool("do_whole_word_mask", False, "With --dynamic_masking: mask all
                   "(static records were masked when written: see create_pretraining_data.py's flag).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
+# The paper's ablations (Tables 5 and 8; docs/pretraining.md).
+flags.DEFINE_float("mask_token_rate", 0.8, "With --dynamic_masking: share of the chosen positions replaced by "
+                   "[MASK] (google-research's 0.8).")
+flags.DEFINE_float("random_token_rate", 0.1, "With --dynamic_masking: share replaced by a random token "
+                   "(google-research's 0.1); the rest keep their token. The two add up to at most 1.")
+flags.DEFINE_bool("no_nsp", False, "Masked LM only: no next-sentence head or loss (the records' "
+                  "next_sentence_labels are read and ignored).")
+flags.DEFINE_bool("left_to_right", False, "A left-to-right language model (the paper's 'LTR & No NSP'; implies "
+                  "--no_nsp): causal attention (written to <output_dir>/bert_config.json as causal_attention, "
+                  "which fine-tuning then keeps), next-token loss over every real position. Reads unmasked "
+                  "records (create_pretraining_data.py --dynamic_masking), without --dynamic_masking here.")
 
 def _config():
   from bert_tf.config import BertConfig
@@ -58,7 +71,8 @@ def _config():
       num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, dynamic_masking=FLAGS.dynamic_masking,
       do_whole_word_mask=FLAGS.do_whole_word_mask, vocab_file=FLAGS.vocab_file, seed=FLAGS.seed,
-      **cli.training_flag_values())
+      mask_token_rate=FLAGS.mask_token_rate, random_token_rate=FLAGS.random_token_rate, no_nsp=FLAGS.no_nsp,
+      left_to_right=FLAGS.left_to_right, **cli.training_flag_values())
 
 
 def main(argv):

@@ -75,6 +75,49 @@ def test_draws_between_0_5_and_0_8_keep_the_original():
   assert instance.masked_lm_positions == [1, 2, 4] and instance.num_kept == 3
 
 
+@pytest.mark.parametrize("mask_rate,random_rate", [(1.0, 0.0), (0.8, 0.0), (0.0, 0.0), (0.0, 1.0)])
+def test_masking_rates_move_the_thresholds_of_the_same_draws(mask_rate, random_rate):
+  """The paper's Table 8: each chosen position is [MASK] with mask_token_rate, a random id with
+  random_token_rate, else kept; the draws per position stay the reference's (one, and a second when not [MASK])."""
+  config = il.InstanceConfig(max_seq_length=64, max_predictions_per_seq=64, masked_lm_prob=1.0,
+                             mask_token_rate=mask_rate, random_token_rate=random_rate)
+  tokens = [CLS] + [5 + i % 10 for i in range(61)] + [SEP, SEP]
+  counts = [0, 0, 0]
+  for seed in range(20):
+    instance = il.Instance(list(tokens), [0] * 64, [], [], False)
+    il.mask_tokens(instance, config, VOCAB, random.Random(seed))
+    new = [instance.input_ids[p] for p in instance.masked_lm_positions]
+    assert len(new) == 61
+    if random_rate == 0.0:  # (a random id may be [MASK] or the original: the tokens tell only without them)
+      masked = sum(t == MASK for t in new)
+      assert (instance.num_replaced_by_mask, instance.num_kept) == (masked, len(new) - masked)
+      assert all(t in (MASK, o) for t, o in zip(new, instance.masked_lm_ids))
+    counts = [counts[0] + instance.num_replaced_by_mask, counts[1] + instance.num_kept,
+              counts[2] + instance.num_random]
+  total = 20 * 61
+  if mask_rate == 1.0:
+    assert counts == [total, 0, 0]  # every chosen position is [MASK]
+  elif (mask_rate, random_rate) == (0.8, 0.0):
+    assert counts[2] == 0 and 0.76 < counts[0] / total < 0.84  # [MASK] or the original, never a random id
+  elif random_rate == 1.0:
+    assert counts[0] == 0 and counts[2] == total
+  else:
+    assert counts == [0, total, 0]
+
+
+def test_default_rates_make_the_references_second_threshold_exactly():
+  # (1 - 0.8 - 0.1) / (1 - 0.8) is 0.49999999999999994 in floating point; the reference compares with 0.5.
+  assert (1 - 0.8 - 0.1) / (1 - 0.8) != 0.5
+  assert il.InstanceConfig().keep_share == 0.5
+  instance = il.Instance([CLS, 5, 6, SEP, 7, SEP], [0, 0, 0, 0, 1, 1], [], [], False)
+  draws = iter([0.85, 0.49999999999999994] * 3)  # below 0.5: kept, as in the reference
+  rng = Scripted(0)
+  rng.random = lambda: next(draws)
+  il.mask_tokens(instance, il.InstanceConfig(max_seq_length=6, max_predictions_per_seq=5, masked_lm_prob=1.0),
+                 VOCAB, rng)
+  assert instance.num_kept == 3
+
+
 @pytest.mark.parametrize("length,prob,cap,expected", [
     (7, 0.15, 20, 1),  # round(1.05) = 1
     (7, 0.01, 20, 1),  # never fewer than one
@@ -179,6 +222,11 @@ def test_single_document_corpus_does_not_crash():
     (dict(masked_lm_prob=1.5), "--masked_lm_prob"),
     (dict(dupe_factor=0), "--dupe_factor"),
     (dict(short_seq_prob=-0.1), "--short_seq_prob"),
+    (dict(mask_token_rate=1.5), "--mask_token_rate=1.5: must be in \\[0, 1\\]"),
+    (dict(random_token_rate=-0.5), "--random_token_rate=-0.5: must be in \\[0, 1\\]"),
+    (dict(mask_token_rate=0.9, random_token_rate=0.2), "--mask_token_rate=0.9 \\+ --random_token_rate=0.2 = 1.1 "
+                                                        "exceeds 1"),
+    (dict(dynamic_masking=True, mask_token_rate=1.0, random_token_rate=0.0), "run_pretraining.py --dynamic_masking"),
 ])
 def test_config_validation_names_the_flag(kwargs, flag):
   with pytest.raises(ValueError, match=flag):

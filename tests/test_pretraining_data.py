@@ -202,6 +202,43 @@ def test_dynamic_masking_writes_unmasked_instances(tmp_path, small_corpus, bert_
   assert all(mask_id not in r["input_ids"] for r in found)
 
 
+@pytest.mark.parametrize("mode", ["sharded", "reference_compatible", "beam"])
+def test_masking_rates_in_record_creation_and_its_statistics(tmp_path, small_corpus, bert_uncased_vocab_file, mode):
+  """100/0/0 (every prediction [MASK]) and 80/0/20 (no random token), the paper's Table 8 rows, through the
+  sharded worker processes, the one-process mode and the Beam pipeline (DirectRunner); the rates are in the
+  statistics' settings."""
+  mask_id = tokenization.load_vocab(bert_uncased_vocab_file)["[MASK]"]
+  for rates in ((1.0, 0.0), (0.8, 0.0))[:1 if mode == "beam" else 2]:  # Beam runs the sharded mode's code: one
+    config = instances.InstanceConfig(dupe_factor=1, mask_token_rate=rates[0], random_token_rate=rates[1])
+    name = f"r{int(rates[0] * 100)}-{mode}"
+    if mode == "beam":
+      pytest.importorskip("apache_beam")
+      from bert_tf.data import beam_pipeline
+
+      outputs = (str(tmp_path / f"{name}-0.tfrecord"),)
+      run = pretraining_data.RunConfig(
+          input_files=(small_corpus,), output_files=outputs, num_shards=2,
+          tokenizer=pretraining_data.TokenizerSpec(bert_uncased_vocab_file, do_lower_case=True))
+      stats = beam_pipeline.create_pretraining_data_beam(run, config, "DirectRunner", progress=lambda message: None)
+    else:
+      options = dict(reference_compatible=True) if mode == "reference_compatible" else dict(num_shards=2,
+                                                                                              num_workers=2)
+      outputs, stats = run_ours(tmp_path, small_corpus, bert_uncased_vocab_file, name=name, config=config,
+                                **options)
+    found = parsed_records(outputs)
+    chosen = [(r["input_ids"][p], label) for r in found for p, label, w in
+              zip(r["masked_lm_positions"], r["masked_lm_ids"], r["masked_lm_weights"]) if w > 0]
+    assert len(chosen) == stats["masked_lm_predictions"] > 100
+    masked = sum(new == mask_id for new, _ in chosen)
+    if rates[0] == 1.0:
+      assert masked == len(chosen)
+    else:
+      assert all(new in (mask_id, label) for new, label in chosen) and 0.7 < masked / len(chosen) < 0.9
+    assert stats["masked_random_token_fraction"] == 0.0
+    written = json.loads(open(outputs[0] + ".stats.json").read())["settings"]
+    assert (written["mask_token_rate"], written["random_token_rate"]) == rates
+
+
 def run_script(*args):
   return subprocess.run([sys.executable, os.path.join(SCRIPTS, "create_pretraining_data.py"), *args],
                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
@@ -229,6 +266,7 @@ def test_script_end_to_end_and_inspect(tmp_path, small_corpus, bert_uncased_voca
     ("--max_predictions_per_seq=0", "--max_predictions_per_seq=0: must be at least 1"),
     ("--masked_lm_prob=0", "--masked_lm_prob=0.0: must be in (0, 1]"),
     ("--masked_lm_prob=1.01", "--masked_lm_prob=1.01: must be in (0, 1]"),
+    ("--mask_token_rate=0.95", "--mask_token_rate=0.95 + --random_token_rate=0.1 = 1.05 exceeds 1"),
 ])
 def test_script_rejects_bad_flags(tmp_path, small_corpus, bert_uncased_vocab_file, flag, message):
   out = tmp_path / "out.tfrecord"

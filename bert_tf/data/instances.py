@@ -12,8 +12,9 @@ Per document (a list of sentences, each a list of token ids):
     random other document and the unused sentences of the chunk are put back for the next chunk;
   * the pair is truncated to fit, one token at a time from the longer side, front or back at random;
   * `[CLS] A [SEP] B [SEP]` is masked: min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))
-    positions (never [CLS]/[SEP]), 80% replaced by [MASK], 10% by a random vocabulary id, 10% kept; with
-    whole-word masking a word's `##` pieces are masked together.
+    positions (never [CLS]/[SEP]), 80% replaced by [MASK], 10% by a random vocabulary id, 10% kept (the
+    shares are `mask_token_rate` and `random_token_rate`); with whole-word masking a word's `##` pieces are
+    masked together.
 """
 
 from __future__ import annotations
@@ -166,6 +167,10 @@ class InstanceConfig:
   dupe_factor: int = 10  # Passes over the corpus, each with fresh pairings and masks.
   do_whole_word_mask: bool = False
   dynamic_masking: bool = False  # Write unmasked instances; the input pipeline masks them on the fly.
+  # Shares of the chosen positions replaced by [MASK] and by a random id; the rest keep their token. The
+  # defaults are google-research's (and make its very draws); the paper's Table 8 varies them.
+  mask_token_rate: float = 0.8
+  random_token_rate: float = 0.1
 
   def validate(self) -> None:
     """Raises ValueError naming the flag at fault and what to change."""
@@ -181,6 +186,27 @@ class InstanceConfig:
       raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
     if self.dupe_factor < 1:
       raise ValueError(f"--dupe_factor={self.dupe_factor}: must be at least 1")
+    for name in ("mask_token_rate", "random_token_rate"):
+      value = getattr(self, name)
+      if not 0.0 <= value <= 1.0:
+        raise ValueError(f"--{name}={value}: must be in [0, 1]")
+    if self.mask_token_rate + self.random_token_rate > 1.0:
+      raise ValueError(f"--mask_token_rate={self.mask_token_rate} + --random_token_rate={self.random_token_rate} "
+                       f"= {self.mask_token_rate + self.random_token_rate:g} exceeds 1: they are shares of the "
+                       "chosen positions (the rest keep their token)")
+    if self.dynamic_masking and (self.mask_token_rate, self.random_token_rate) != (0.8, 0.1):
+      raise ValueError("--mask_token_rate / --random_token_rate choose how records are masked, and "
+                       "--dynamic_masking writes them unmasked: pass the rates to run_pretraining.py "
+                       "--dynamic_masking instead")
+
+  @property
+  def keep_share(self) -> float:
+    """Of the chosen positions not replaced by [MASK], the share that keeps its token: the threshold of the
+    reference's second draw. 0.5 for the default rates: rounded to 12 digits, as (1 - 0.8 - 0.1) / (1 - 0.8)
+    is 0.49999999999999994 in floating point, and the default must draw exactly as the reference does."""
+    if self.mask_token_rate >= 1.0:
+      return 0.0  # never consulted: every first draw (< 1) picks [MASK]
+    return round((1.0 - self.mask_token_rate - self.random_token_rate) / (1.0 - self.mask_token_rate), 12)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,15 +405,17 @@ def _mask_tokens(instance: Instance, config: InstanceConfig, vocab: VocabIds, rn
     rng.shuffle(candidates)
     chosen = candidates[:num_to_predict]
 
-  # The draws per chosen position, in the order chosen: 80% [MASK], else 50/50 kept or a random id.
+  # The draws per chosen position, in the order chosen: 80% [MASK], else 50/50 kept or a random id (with the
+  # default rates; other rates move the two thresholds, never the order or number of draws).
   output = list(tokens)
   draw, randint = rng.random, rng.randint
   mask_id, last_id = vocab.mask_id, vocab.size - 1
+  mask_rate, keep_share = config.mask_token_rate, config.keep_share
   kept = random_ids = 0
   for index in chosen:
-    if draw() < 0.8:
+    if draw() < mask_rate:
       output[index] = mask_id
-    elif draw() < 0.5:
+    elif draw() < keep_share:
       kept += 1
     else:
       output[index] = randint(0, last_id)

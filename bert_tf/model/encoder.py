@@ -4,8 +4,9 @@ Used unchanged by pretraining (`pretraining.py`) and by every fine-tuning task. 
 
   input_ids, segment_ids, input_mask      int32 [B, T]
   word + token_type + position embeddings -> LayerNorm -> dropout
-  num_hidden_layers x TransformerBlock (post-LayerNorm, padding-masked self-attention)
-  pooler: dense + tanh on the first ([CLS]) token
+  num_hidden_layers x TransformerBlock (post-LayerNorm, padding-masked self-attention; with
+    `config.causal_attention` also masked to the positions before each one, a left-to-right model)
+  pooler: dense + tanh on the first ([CLS]) token; with causal attention on the last real token
 
 T is not fixed (any T <= max_position_embeddings). Under a mixed policy (`mixed_float16`,
 `mixed_bfloat16`) variables stay float32, matmuls run in the half type, and softmax and LayerNorm compute in
@@ -18,6 +19,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.model.layers import (Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, real_token_rows,
@@ -39,6 +41,17 @@ def select_inputs(inputs, names: tuple[str, ...], model: str):
   if missing:
     raise KeyError(f"{model}: the input dict lacks {missing}; it has {sorted(inputs)}")
   return {n: inputs[n] for n in names}
+
+
+def pooled_token(x, input_mask, causal: bool):
+  """The row the pooler reads: x [B, T, H] -> [B, H]: position 0 ([CLS]), or with `causal` the last real token
+  (the highest position whose input_mask is 1; 0 for a row without one)."""
+  if not causal:
+    return x[:, 0, :]
+  mask = ops.cast(input_mask, "int32")
+  positions = ops.cumsum(ops.ones_like(mask), axis=1) - 1  # [B, T]: 0, 1, ... (T is unknown while building)
+  last = ops.max(ops.where(mask > 0, positions, 0), axis=1)  # [B]
+  return ops.take_along_axis(x, ops.reshape(last, [-1, 1, 1]), axis=1)[:, 0, :]
 
 
 def layer_norm_epsilon(config: BertConfig) -> float:
@@ -77,7 +90,10 @@ class BertEncoder(BertConfigModel, keras.Model):
     segment_ids: token type ids in [0, type_vocab_size).
   Outputs: a dict
     sequence_output: [B, T, H], the last layer (compute dtype).
-    pooled_output: [B, H], tanh(dense(sequence_output[:, 0])).
+    pooled_output: [B, H], tanh(dense(sequence_output[:, 0])). With `config.causal_attention`, the last real
+      token's row instead (position sum(input_mask) - 1, real tokens first as in every record): under a causal
+      mask [CLS] sees only itself, so its row says nothing of the sentence, while the last token's row has
+      seen all of it - where OpenAI GPT's classifier reads too.
     encoder_outputs: list of num_hidden_layers tensors [B, T, H], each layer's output in order
       (the last one is sequence_output).
     embedding_output: [B, T, H], word + token_type + position embeddings after LayerNorm and dropout: the
@@ -120,6 +136,7 @@ class BertEncoder(BertConfigModel, keras.Model):
           attention_probs_dropout_prob=config.attention_probs_dropout_prob,
           initializer_range=config.initializer_range,
           layer_norm_epsilon=epsilon,
+          causal=config.causal_attention,
           dtype=dtype,
           name=f"layer_{i}")
       setattr(self, f"layer_{i}", block)
@@ -136,7 +153,7 @@ class BertEncoder(BertConfigModel, keras.Model):
     for block in (getattr(self, f"layer_{i}") for i in range(config.num_hidden_layers)):
       x = block(x, inputs["input_mask"])
       encoder_outputs.append(x)
-    pooled = self.pooler(x[:, 0, :])  # [B, H]
+    pooled = self.pooler(pooled_token(x, inputs["input_mask"], config.causal_attention))  # [B, H]
     super().__init__(
         inputs=inputs,
         outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs,
@@ -157,7 +174,8 @@ class BertEncoder(BertConfigModel, keras.Model):
       # Padding is put back for every layer's output; graphs that do not use an output prune its op.
       embedding_output, *encoder_outputs = [self._padded(x, keep, inputs["input_mask"]) for x in rows]
       x = encoder_outputs[-1]
-      return {"sequence_output": x, "pooled_output": self.pooler(x[:, 0, :]), "encoder_outputs": encoder_outputs,
+      pooled = self.pooler(pooled_token(x, inputs["input_mask"], self.config.causal_attention))
+      return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs,
               "embedding_output": embedding_output}
     return super().call(inputs, training=training, mask=mask)
 
@@ -192,8 +210,11 @@ class BertEncoder(BertConfigModel, keras.Model):
 
   def pooled_output(self, inputs, training=None):
     """`self(inputs)["pooled_output"]` [B, H] alone, cheaper: the last layer runs for the [CLS] position only
-    (see `TransformerBlock(first_token_only=True)`). What sentence classification needs."""
+    (see `TransformerBlock(first_token_only=True)`). What sentence classification needs. A causal encoder pools
+    its last real token, which the shortcut does not compute: it runs the whole encoder."""
     inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
+    if self.config.causal_attention:
+      return self(inputs, training=training)["pooled_output"]
     mask = inputs["input_mask"]
     *layers, last = self.transformer_layers
     if training and unpadded_ok():

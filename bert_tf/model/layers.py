@@ -32,13 +32,19 @@ from keras import ops
 MASK_ADDER = -10000.0
 
 
-def attention_bias(input_mask):
+def attention_bias(input_mask, causal: bool = False):
   """`input_mask` int [B, T] (1 = real token) -> additive bias float32 [B, 1, 1, T] for the scores.
 
-  Recomputed by every layer from the integer mask; it is [B, T] work.
+  Recomputed by every layer from the integer mask; it is [B, T] work. With `causal`, [B, 1, T, T]: query
+  position i also gets MASK_ADDER at every key j > i (a left-to-right model sees no later token).
   """
   mask = ops.cast(input_mask, "float32")
-  return (1.0 - mask[:, None, None, :]) * MASK_ADDER
+  bias = (1.0 - mask[:, None, None, :]) * MASK_ADDER
+  if causal:
+    length = tf.shape(input_mask)[1]
+    later = tf.linalg.band_part(tf.ones([length, length]), 0, -1) - tf.eye(length)  # 1 where j > i
+    bias = bias + later[None, None, :, :] * MASK_ADDER
+  return bias
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
@@ -256,7 +262,8 @@ class TransformerBlock(keras.layers.Layer):
   Call: `block(x, input_mask, training=False)` with `x` [B, T, H] in the compute dtype and `input_mask`
   int32 [B, T] (1 = real token); returns [B, T, H] in the compute dtype. The mask goes in as integers, not
   as a float bias, because Keras casts floating inputs to the compute dtype. In training outside XLA the
-  padded rows of the output are 0 (see `_real_rows`); real rows are the same either way.
+  padded rows of the output are 0 (see `_real_rows`); real rows are the same either way. With `causal=True`
+  position i attends to positions <= i only (`BertConfig.causal_attention`).
   `block(real, input_mask, training=True, real_rows=keep)` takes and returns only the real rows [R, H]
   (`keep` = `real_token_rows(input_mask)`), so that consecutive blocks skip the scatter back to [B, T, H].
 
@@ -273,7 +280,7 @@ class TransformerBlock(keras.layers.Layer):
   def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
                hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
                attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
-               layer_norm_epsilon: float = 1e-12, **kwargs):
+               layer_norm_epsilon: float = 1e-12, causal: bool = False, **kwargs):
     super().__init__(**kwargs)
     if hidden_size % num_attention_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_attention_heads "
@@ -286,6 +293,7 @@ class TransformerBlock(keras.layers.Layer):
     self.attention_probs_dropout_prob = attention_probs_dropout_prob
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.causal = causal
     self.head_size = hidden_size // num_attention_heads
     self._activation = activation_fn(hidden_act)
 
@@ -328,7 +336,7 @@ class TransformerBlock(keras.layers.Layer):
     query = query * tf.cast(1.0 / math.sqrt(size), query.dtype)
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, T]
     # Softmax in float32: float16 scores overflow and bfloat16 sums lose the small probabilities.
-    scores = tf.cast(scores, tf.float32) + attention_bias(input_mask)
+    scores = tf.cast(scores, tf.float32) + attention_bias(input_mask, self.causal)
     probs = tf.cast(tf.nn.softmax(scores, axis=-1), qkv.dtype)
     probs = self.attention_dropout(probs, training=training)
     context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
@@ -368,6 +376,8 @@ class TransformerBlock(keras.layers.Layer):
     """x [B, T, H] -> the output of the first ([CLS]) position only, [B, H]: the same values as row 0 of the
     full output. Keys and values still come from every token; the query, the output projection and the
     feed-forward run on one row per sequence - for the last layer of a classifier, most of its work."""
+    if self.causal:  # the first position of a causal block sees itself alone; no caller needs that shortcut
+      raise ValueError("TransformerBlock: first_token_only is for bidirectional blocks (causal=False)")
     heads, size, hidden = self.num_attention_heads, self.head_size, self.hidden_size
     shape = tf.shape(x)
     kernel, bias = self.attention_qkv.kernel, self.attention_qkv.bias  # columns: query | key | value
@@ -404,4 +414,5 @@ class TransformerBlock(keras.layers.Layer):
         "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
         "initializer_range": self.initializer_range,
         "layer_norm_epsilon": self.layer_norm_epsilon,
+        "causal": self.causal,
     }

@@ -1,5 +1,10 @@
 """The pretraining model (masked LM + next sentence prediction heads on a `BertEncoder`) and its loss terms.
 
+Three objectives, the paper's Table 5: BERT's (masked LM + next sentence), "No NSP" (`next_sentence=False`:
+masked LM alone, no NSP head at all) and "LTR & No NSP" (a config with `causal_attention`: a left-to-right
+language model predicting token t+1 from positions <= t at every real position, through the masked-LM head's
+transform and tied output embeddings).
+
 The loss is returned as SUMS with their denominators (`pretraining_loss_terms`), so a multi-replica trainer
 all-reduces numerators and denominators separately and divides once: the loss then does not depend on how
 the global batch is split across replicas. `pretraining_loss` divides locally, for one device and tests.
@@ -31,6 +36,7 @@ class MaskedLMHead(keras.layers.Layer):
   Call: `head(sequence_output, masked_lm_positions, training=False)` with `sequence_output` [B, T, H] (compute
   dtype) and `masked_lm_positions` int32 [B, P]; returns logits float32 [B, P, V]. In training outside XLA
   the slots at position 0 (google-research's padding of unused slots) are not computed and get logits 0.
+  `head(sequence_output, None)` projects every position: logits float32 [B, T, V] (the left-to-right LM's).
 
   The output projection is the encoder's word-embedding matrix transposed (`word_embeddings.embeddings`,
   [V, H]) plus this layer's `output_bias` [V]. Only the P gathered positions are transformed and projected:
@@ -64,7 +70,11 @@ class MaskedLMHead(keras.layers.Layer):
     self.transform_layer_norm.build((None, hidden_size))
     self.built = True
 
-  def call(self, sequence_output, masked_lm_positions, training=None):
+  def call(self, sequence_output, masked_lm_positions=None, training=None):
+    if masked_lm_positions is None:
+      shape = tf.shape(sequence_output)
+      rows = tf.reshape(sequence_output, [-1, self.word_embeddings.output_dim])  # [B*T, H]
+      return tf.reshape(self._logits(rows), [shape[0], shape[1], self.word_embeddings.input_dim])
     positions = tf.cast(masked_lm_positions, tf.int32)
     batch, predictions = tf.shape(positions)[0], tf.shape(positions)[1]
     vocab_size, hidden_size = self.word_embeddings.input_dim, self.word_embeddings.output_dim
@@ -89,6 +99,8 @@ class MaskedLMHead(keras.layers.Layer):
     return tf.cast(logits, tf.float32) + self.output_bias  # output_bias is never autocast: float32.
 
   def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+    if masked_lm_positions_shape is None:
+      return (*sequence_output_shape[:2], self.word_embeddings.input_dim)
     return (*masked_lm_positions_shape, self.word_embeddings.input_dim)
 
 
@@ -100,21 +112,29 @@ class BertPretrainer(BertConfigModel, keras.Model):
     config: a `BertConfig` (or its dict, as `get_config` writes it).
     encoder: an existing `BertEncoder` built from the same config, or None to build one.
     dtype: a dtype policy or its name; default the global policy (or the encoder's, when given).
+    next_sentence: whether there is a next-sentence head; default True, except for a `causal_attention`
+      config (the left-to-right LM, which has none: True is then an error). False: masked LM only ("No NSP").
 
   Inputs: a dict with `input_ids`, `input_mask`, `segment_ids` int32 [B, T] and `masked_lm_positions`
-    int32 [B, P]; other keys of a pretraining record may be present and are ignored.
+    int32 [B, P] (not for a causal config); other keys of a pretraining record may be present and are ignored.
   Outputs: a dict
     mlm_logits: float32 [B, P, V], logits of the token at each masked position.
-    nsp_logits: float32 [B, 2], class 1 = "sentence B is random".
+    nsp_logits: float32 [B, 2], class 1 = "sentence B is random" (only with next_sentence).
+    With a causal config instead: lm_logits float32 [B, T, V], at position t the logits of token t+1.
 
   Attributes: `encoder` (what fine-tuning restores), `mlm_head` (`MaskedLMHead`), `nsp_head` (Dense, kernel
-  [H, 2], bias [2]).
+  [H, 2], bias [2]; None without next_sentence), `next_sentence`, `input_names`.
   """
 
   def __init__(self, config: BertConfig | dict[str, Any], encoder: BertEncoder | None = None, dtype=None,
-               **kwargs):
+               next_sentence: bool | None = None, **kwargs):
     if isinstance(config, dict):
       config = BertConfig.from_dict(config, source="BertPretrainer config")
+    if next_sentence is None:
+      next_sentence = not config.causal_attention
+    if next_sentence and config.causal_attention:
+      raise ValueError("BertPretrainer: a causal_attention config is a left-to-right LM, which has no "
+                       "next-sentence head; pass next_sentence=False (or leave it unset)")
     if encoder is None:
       encoder = BertEncoder(config, dtype=dtype)
     elif encoder.config.to_dict() != config.to_dict():
@@ -128,27 +148,37 @@ class BertPretrainer(BertConfigModel, keras.Model):
         encoder.word_embeddings, hidden_act=config.hidden_act,
         initializer_range=config.initializer_range, layer_norm_epsilon=layer_norm_epsilon(config),
         dtype=dtype, name="mlm_head")
-    self.nsp_head = keras.layers.Dense(
-        2, kernel_initializer=truncated_normal(config.initializer_range), dtype=dtype, name="nsp_head")
+    self.nsp_head = None
+    if next_sentence:
+      self.nsp_head = keras.layers.Dense(
+          2, kernel_initializer=truncated_normal(config.initializer_range), dtype=dtype, name="nsp_head")
 
     # === Functional model ===
-    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-              for name in PRETRAINING_INPUT_NAMES}
+    input_names = INPUT_NAMES if config.causal_attention else PRETRAINING_INPUT_NAMES
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in input_names}
     outputs = encoder({name: inputs[name] for name in INPUT_NAMES})
-    mlm_logits = self.mlm_head(outputs["sequence_output"], inputs["masked_lm_positions"])
-    nsp_logits = ops.cast(self.nsp_head(outputs["pooled_output"]), "float32")
-    super().__init__(inputs=inputs, outputs={"mlm_logits": mlm_logits, "nsp_logits": nsp_logits},
-                     dtype=dtype, **kwargs)
+    if config.causal_attention:
+      model_outputs = {"lm_logits": self.mlm_head(outputs["sequence_output"], None)}
+    else:
+      model_outputs = {"mlm_logits": self.mlm_head(outputs["sequence_output"], inputs["masked_lm_positions"])}
+    if next_sentence:
+      model_outputs["nsp_logits"] = ops.cast(self.nsp_head(outputs["pooled_output"]), "float32")
+    super().__init__(inputs=inputs, outputs=model_outputs, dtype=dtype, **kwargs)
 
     # === Config ===
     self.config = config
+    self.next_sentence = next_sentence
+    self.input_names = input_names
     if dtype is not None:  # The functional constructor does not keep the policy it was given.
       self.dtype_policy = keras.dtype_policies.get(dtype)
 
   def call(self, inputs, training=None, mask=None):
     # A whole pretraining record may be passed; keep only the model's inputs (labels go to the loss).
-    inputs = select_inputs(inputs, PRETRAINING_INPUT_NAMES, "BertPretrainer")
+    inputs = select_inputs(inputs, self.input_names, "BertPretrainer")
     return super().call(inputs, training=training, mask=mask)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "next_sentence": self.next_sentence}
 
 
 
@@ -185,42 +215,77 @@ def pretraining_loss_terms(features: dict[str, tf.Tensor], outputs: dict[str, tf
 
   Args:
     features: `masked_lm_ids` int32 [B, P], `masked_lm_weights` float32 [B, P] (0 for padding slots),
-      `next_sentence_labels` int32 [B, 1] or [B] (1 = sentence B is random).
-    outputs: `BertPretrainer` outputs `mlm_logits` [B, P, V] and `nsp_logits` [B, 2].
+      `next_sentence_labels` int32 [B, 1] or [B] (1 = sentence B is random); for `lm_logits`, `input_ids`
+      and `input_mask` int32 [B, T] instead.
+    outputs: `BertPretrainer` outputs: `mlm_logits` [B, P, V] and `nsp_logits` [B, 2] (BERT), `mlm_logits`
+      alone (No NSP), or `lm_logits` [B, T, V] (left-to-right). Terms are made for the outputs present, so
+      without `nsp_logits` the next-sentence labels are not read.
 
-  Returns: `mlm_loss_sum` (sum of weight x cross-entropy), `mlm_weight_sum`, `mlm_correct_sum` (weighted),
-    `nsp_loss_sum`, `nsp_correct_sum`, `nsp_count`. Sum each over replicas, then divide: the loss is
-    mlm_loss_sum / mlm_weight_sum + nsp_loss_sum / nsp_count.
+  Returns: for mlm_logits `mlm_loss_sum` (sum of weight x cross-entropy), `mlm_weight_sum`, `mlm_correct_sum`
+    (weighted); for nsp_logits `nsp_loss_sum`, `nsp_correct_sum`, `nsp_count`; for lm_logits `lm_loss_sum`,
+    `lm_weight_sum`, `lm_correct_sum` (`next_token_loss_terms`). Sum each over replicas, then divide: the loss
+    is mlm_loss_sum / mlm_weight_sum + nsp_loss_sum / nsp_count (the terms present), or
+    lm_loss_sum / lm_weight_sum.
   """
-  mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-  vocab_size = tf.shape(mlm_logits)[-1]
-  mlm_logits = tf.reshape(mlm_logits, [-1, vocab_size])  # [B*P, V]
-  mlm_ids = tf.reshape(tf.cast(features["masked_lm_ids"], tf.int32), [-1])  # [B*P]
-  mlm_weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
-  mlm_loss = cross_entropy(mlm_logits, mlm_ids)
-  mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32), mlm_ids), tf.float32)
+  terms = {}
+  if "mlm_logits" in outputs:
+    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    vocab_size = tf.shape(mlm_logits)[-1]
+    mlm_logits = tf.reshape(mlm_logits, [-1, vocab_size])  # [B*P, V]
+    mlm_ids = tf.reshape(tf.cast(features["masked_lm_ids"], tf.int32), [-1])  # [B*P]
+    mlm_weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+    mlm_loss = cross_entropy(mlm_logits, mlm_ids)
+    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32), mlm_ids), tf.float32)
+    terms.update(mlm_loss_sum=tf.reduce_sum(mlm_weights * mlm_loss), mlm_weight_sum=tf.reduce_sum(mlm_weights),
+                 mlm_correct_sum=tf.reduce_sum(mlm_weights * mlm_correct))
+  if "nsp_logits" in outputs:
+    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])  # [B]
+    nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)  # [B]
+    nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, axis=-1, output_type=tf.int32), nsp_labels),
+                          tf.float32)
+    terms.update(nsp_loss_sum=tf.reduce_sum(nsp_loss), nsp_correct_sum=tf.reduce_sum(nsp_correct),
+                 nsp_count=tf.cast(tf.size(nsp_labels), tf.float32))
+  if "lm_logits" in outputs:
+    terms.update(next_token_loss_terms(features, outputs["lm_logits"]))
+  return terms
 
-  nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
-  nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])  # [B]
-  nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)  # [B]
-  nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, axis=-1, output_type=tf.int32), nsp_labels),
-                        tf.float32)
-  return {
-      "mlm_loss_sum": tf.reduce_sum(mlm_weights * mlm_loss),
-      "mlm_weight_sum": tf.reduce_sum(mlm_weights),
-      "mlm_correct_sum": tf.reduce_sum(mlm_weights * mlm_correct),
-      "nsp_loss_sum": tf.reduce_sum(nsp_loss),
-      "nsp_correct_sum": tf.reduce_sum(nsp_correct),
-      "nsp_count": tf.cast(tf.size(nsp_labels), tf.float32),
-  }
+
+def next_token_weights(input_mask: tf.Tensor) -> tf.Tensor:
+  """int [B, T] -> float32 [B, T - 1]: 1 where position t predicts a real token t+1 (the left-to-right LM's
+  predictions: every real position whose next one is real)."""
+  return tf.cast(input_mask[:, 1:] > 0, tf.float32)
+
+
+def next_token_loss_terms(features: dict[str, tf.Tensor], lm_logits: tf.Tensor) -> dict[str, tf.Tensor]:
+  """The left-to-right LM's sums: cross-entropy of token t+1 under the logits at position t, over every t whose
+  token t+1 is real (`next_token_weights`).
+
+  Args: features `input_ids`, `input_mask` int32 [B, T]; lm_logits [B, T, V].
+  Returns: float32 scalars `lm_loss_sum`, `lm_weight_sum` (the number of predictions), `lm_correct_sum`.
+  """
+  logits = tf.cast(lm_logits, tf.float32)[:, :-1, :]  # position t predicts t+1; the last predicts nothing
+  logits = tf.reshape(logits, [-1, tf.shape(logits)[-1]])  # [B*(T-1), V]
+  labels = tf.reshape(tf.cast(features["input_ids"], tf.int32)[:, 1:], [-1])  # [B*(T-1)]
+  weights = tf.reshape(next_token_weights(features["input_mask"]), [-1])
+  loss = cross_entropy(logits, labels)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32)
+  return {"lm_loss_sum": tf.reduce_sum(weights * loss), "lm_weight_sum": tf.reduce_sum(weights),
+          "lm_correct_sum": tf.reduce_sum(weights * correct)}
 
 
 def pretraining_loss(features: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
                      epsilon: float = 1e-5) -> tf.Tensor:
-  """Mean masked-LM loss + mean NSP loss on this device's batch, float32 scalar.
+  """Mean masked-LM loss + mean NSP loss (when the model has that head) on this device's batch, or the mean
+  next-token loss of a left-to-right model; float32 scalar.
 
-  `epsilon` bounds the masked-LM denominator away from 0 for a batch without predictions.
+  `epsilon` bounds the (masked-)LM denominator away from 0 for a batch without predictions.
   """
   terms = pretraining_loss_terms(features, outputs)
-  return (terms["mlm_loss_sum"] / tf.maximum(terms["mlm_weight_sum"], epsilon)
-          + terms["nsp_loss_sum"] / tf.maximum(terms["nsp_count"], 1.0))
+  loss = tf.constant(0.0)
+  for name in ("mlm", "lm"):
+    if f"{name}_loss_sum" in terms:
+      loss += terms[f"{name}_loss_sum"] / tf.maximum(terms[f"{name}_weight_sum"], epsilon)
+  if "nsp_loss_sum" in terms:
+    loss += terms["nsp_loss_sum"] / tf.maximum(terms["nsp_count"], 1.0)
+  return loss

@@ -41,6 +41,14 @@ class MaskingConfig:
   continuation_ids: tuple[int, ...] = dataclasses.field(default=(), repr=False)
 
   def __post_init__(self):
+    for name in ("mask_token_rate", "random_token_rate"):
+      value = getattr(self, name)
+      if not 0.0 <= value <= 1.0:
+        raise ValueError(f"--{name}={value}: must be in [0, 1]")
+    if self.mask_token_rate + self.random_token_rate > 1.0:
+      raise ValueError(f"--mask_token_rate={self.mask_token_rate} + --random_token_rate={self.random_token_rate} "
+                       f"= {self.mask_token_rate + self.random_token_rate:g} exceeds 1: they are shares of the "
+                       "chosen positions (the rest keep their token)")
     outside = [i for i in self.continuation_ids if not 0 <= i < self.vocab_size]
     if outside:
       raise ValueError(f"MaskingConfig: continuation_ids {outside[:5]} are outside the vocabulary "
@@ -206,7 +214,8 @@ def _ascending_positions(chosen, p: int):
 
 
 def _replace(input_ids, positions, valid, masking: MaskingConfig, draw_seed, random_id_seed) -> dict:
-  """Applies the 80/10/10 rule at the chosen positions: int32 [B, T], int32 [B, P], bool [B, P] -> the
+  """Replaces the chosen positions: [MASK] with probability mask_token_rate, a random id with
+  random_token_rate, else kept (google-research's 80/10/10 by default): int32 [B, T], int32 [B, P], bool [B, P] -> the
   features of `mask_tokens`."""
   original = tf.where(valid, tf.gather(input_ids, positions, batch_dims=1), 0)
   draw = tf.random.stateless_uniform(tf.shape(positions), draw_seed)
@@ -225,7 +234,7 @@ def _replace(input_ids, positions, valid, masking: MaskingConfig, draw_seed, ran
 def pretraining_dataset(input_file: str, batch_size: int, max_seq_length: int, max_predictions_per_seq: int,
                         input_context: tf.distribute.InputContext | None = None, is_training: bool = True,
                         seed: int = 12345, masking: MaskingConfig | None = None, cycle_length: int = 4,
-                        shuffle_buffer: int = 1000) -> tf.data.Dataset:
+                        shuffle_buffer: int = 1000, unmasked: bool = False) -> tf.data.Dataset:
   """Batches of pretraining features for one input pipeline.
 
   Args:
@@ -235,10 +244,15 @@ def pretraining_dataset(input_file: str, batch_size: int, max_seq_length: int, m
       (records are, when there are fewer files than pipelines).
     is_training: repeat and shuffle; else one pass in file order.
     masking: set for dynamic-masking records (which lack the masked_lm_* features); None reads static ones.
+    unmasked: read dynamic-masking records as they are, unmasked (the left-to-right LM's input); not with
+      `masking`.
   Returns: a dataset of dicts: input_ids, input_mask, segment_ids int32 [batch, T]; masked_lm_positions,
-    masked_lm_ids int32 [batch, P]; masked_lm_weights float32 [batch, P]; next_sentence_labels int32 [batch, 1].
+    masked_lm_ids int32 [batch, P]; masked_lm_weights float32 [batch, P] (not with `unmasked`);
+    next_sentence_labels int32 [batch, 1].
   """
   files = fileio.expand_globs(input_file)
+  if unmasked and masking is not None:
+    raise ValueError("pretraining_dataset: `unmasked` reads records as they are; it takes no `masking`")
   dynamic = masking is not None
   if dynamic and max_predictions_per_seq > max_seq_length:
     raise ValueError(f"--max_predictions_per_seq={max_predictions_per_seq} exceeds "
@@ -266,7 +280,7 @@ def pretraining_dataset(input_file: str, batch_size: int, max_seq_length: int, m
 
   def parse(number, serialized):
     features = records.parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq,
-                                                  dynamic_masking=dynamic)
+                                                  dynamic_masking=dynamic or unmasked)
     if dynamic:
       batch_seed = tf.stack([tf.constant(seed + 1000 * index, tf.int64), number])
       features.update(mask_tokens(features["input_ids"], features["input_mask"], max_predictions_per_seq,

@@ -2,12 +2,15 @@
 `scripts/run_pretraining.py` calls.
 
 The loss is google-research's: sum(w * masked-LM cross-entropy) / (sum(w) + 1e-5) + mean(NSP cross-entropy),
-over the global batch.
+over the global batch. The paper's ablations (Table 5) are options: `no_nsp` drops the NSP head and term;
+`left_to_right` trains a left-to-right LM (causal attention, next-token loss over every real position
+sum(w * cross-entropy) / (sum(w) + 1e-5), no NSP) on unmasked records.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import keras
@@ -19,6 +22,19 @@ from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
+DEFAULT_MASKING_RATES = (0.8, 0.1)  # google-research's: [MASK], random token (the rest keep theirs)
+OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
+
+
+def check_masking_rates(mask_token_rate: float, random_token_rate: float) -> None:
+  """Raises ValueError unless both rates are in [0, 1] and their sum is at most 1."""
+  for name, value in (("mask_token_rate", mask_token_rate), ("random_token_rate", random_token_rate)):
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f"--{name}={value}: must be in [0, 1]")
+  if mask_token_rate + random_token_rate > 1.0:
+    raise ValueError(f"--mask_token_rate={mask_token_rate} + --random_token_rate={random_token_rate} = "
+                     f"{mask_token_rate + random_token_rate:g} exceeds 1: they are shares of the chosen "
+                     "positions (the rest keep their token)")
 
 
 @dataclasses.dataclass
@@ -54,6 +70,15 @@ class PretrainingConfig:
   vocab_file: str | None = None
   seed: int = 12345
   export_encoder: bool = True
+  # With dynamic_masking: the shares of the chosen positions replaced by [MASK] and by a random token (the rest
+  # keep theirs); google-research's 80/10/10 by default (the paper's Table 8 varies them).
+  mask_token_rate: float = 0.8
+  random_token_rate: float = 0.1
+  no_nsp: bool = False  # masked LM only: no next-sentence head or loss; the records' labels are not read
+  # A left-to-right LM (the paper's "LTR & No NSP"): the model's config gets causal_attention, the loss is the
+  # next-token cross-entropy, there is no NSP; reads unmasked records (create_pretraining_data.py
+  # --dynamic_masking) as they are.
+  left_to_right: bool = False
 
   def validate(self) -> None:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
@@ -74,10 +99,39 @@ class PretrainingConfig:
     trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
     if self.dynamic_masking and not self.vocab_file:
       raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
+    check_masking_rates(self.mask_token_rate, self.random_token_rate)
+    if not self.dynamic_masking and (self.mask_token_rate, self.random_token_rate) != DEFAULT_MASKING_RATES:
+      raise ValueError("--mask_token_rate / --random_token_rate need --dynamic_masking: static records were "
+                       "masked when they were written; pass the rates to create_pretraining_data.py instead, or "
+                       "write unmasked records (--dynamic_masking there) and add --dynamic_masking here")
+    if self.left_to_right and self.dynamic_masking:
+      raise ValueError("--left_to_right reads unmasked records as they are and predicts every next token; drop "
+                       "--dynamic_masking (the records stay those written with create_pretraining_data.py "
+                       "--dynamic_masking)")
+    if self.bert_config.causal_attention and not self.left_to_right:
+      raise ValueError(f"{self.bert_config_source()} says causal_attention (a left-to-right model): add "
+                       "--left_to_right, or use a config without causal_attention")
     if self.do_whole_word_mask and not self.dynamic_masking:
       raise ValueError("--do_whole_word_mask needs --dynamic_masking: static records were masked when they "
                        "were written; pass --do_whole_word_mask to create_pretraining_data.py instead, or write "
                        "unmasked records (--dynamic_masking there) and add --dynamic_masking here")
+
+  @property
+  def next_sentence(self) -> bool:
+    """Whether the model has the next-sentence head and loss."""
+    return not (self.no_nsp or self.left_to_right)
+
+  @property
+  def objective(self) -> str:
+    """"bert" (masked LM + NSP), "no_nsp" (masked LM) or "left_to_right": what pretraining_options.json says."""
+    return "left_to_right" if self.left_to_right else "no_nsp" if self.no_nsp else "bert"
+
+  def model_config(self) -> BertConfig:
+    """The BertConfig of the model: bert_config, with causal_attention for a left-to-right run. What the run
+    writes to <output_dir>/bert_config.json, so that fine-tuning builds the same (causal) encoder."""
+    if self.left_to_right and not self.bert_config.causal_attention:
+      return dataclasses.replace(self.bert_config, causal_attention=True)
+    return self.bert_config
 
   def bert_config_source(self) -> str:
     """The config's file for messages, or the flag's name when the config was built in code."""
@@ -92,7 +146,8 @@ class PretrainingConfig:
 
 
 class PretrainingTask(trainer.Task):
-  """Masked LM + next-sentence prediction on google-research's pretraining records."""
+  """Masked LM + next-sentence prediction on google-research's pretraining records; or masked LM alone
+  (`no_nsp`), or a left-to-right LM (`left_to_right`)."""
 
   def __init__(self, config: PretrainingConfig, masking: inputs.MaskingConfig | None = None):
     self.config = config
@@ -102,17 +157,24 @@ class PretrainingTask(trainer.Task):
     from bert_tf.model.pretraining import BertPretrainer
 
     # The policy goes to the model, not keras' global setting, so nothing else in the process changes.
-    return BertPretrainer(self.config.bert_config, dtype=self.config.dtype)
+    return BertPretrainer(self.config.model_config(), dtype=self.config.dtype,
+                          next_sentence=self.config.next_sentence)
 
   def build_dataset(self, batch_size, input_context):
     c = self.config
     return inputs.pretraining_dataset(c.input_file, batch_size, c.max_seq_length, c.max_predictions_per_seq,
-                                      input_context=input_context, seed=c.seed, masking=self.masking)
+                                      input_context=input_context, seed=c.seed, masking=self.masking,
+                                      unmasked=c.left_to_right)
 
   def normalizers(self, features):
-    weights = features["masked_lm_weights"]
-    return {"mlm_weight_sum": tf.reduce_sum(weights),
-            "nsp_count": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)}
+    from bert_tf.model.pretraining import next_token_weights
+
+    if self.config.left_to_right:
+      return {"lm_weight_sum": tf.reduce_sum(next_token_weights(features["input_mask"]))}
+    normalizers = {"mlm_weight_sum": tf.reduce_sum(features["masked_lm_weights"])}
+    if self.config.next_sentence:
+      normalizers["nsp_count"] = tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)
+    return normalizers
 
   def loss_terms(self, features, outputs):
     from bert_tf.model.pretraining import pretraining_loss_terms
@@ -120,19 +182,31 @@ class PretrainingTask(trainer.Task):
     return pretraining_loss_terms(features, outputs)
 
   def loss(self, terms, normalizers):
-    return (terms["mlm_loss_sum"] / (normalizers["mlm_weight_sum"] + 1e-5)
-            + terms["nsp_loss_sum"] / normalizers["nsp_count"])
+    if self.config.left_to_right:
+      return terms["lm_loss_sum"] / (normalizers["lm_weight_sum"] + 1e-5)
+    loss = terms["mlm_loss_sum"] / (normalizers["mlm_weight_sum"] + 1e-5)
+    if self.config.next_sentence:
+      loss += terms["nsp_loss_sum"] / normalizers["nsp_count"]
+    return loss
 
   def metrics(self, sums):
+    if self.config.left_to_right:
+      weights = max(sums["lm_weight_sum"], 1e-5)
+      return {"lm_loss": sums["lm_loss_sum"] / weights, "lm_accuracy": sums["lm_correct_sum"] / weights}
     weights = max(sums["mlm_weight_sum"], 1e-5)
-    count = max(sums["nsp_count"], 1.0)
-    return {"mlm_loss": sums["mlm_loss_sum"] / weights, "mlm_accuracy": sums["mlm_correct_sum"] / weights,
-            "nsp_loss": sums["nsp_loss_sum"] / count, "nsp_accuracy": sums["nsp_correct_sum"] / count}
+    metrics = {"mlm_loss": sums["mlm_loss_sum"] / weights, "mlm_accuracy": sums["mlm_correct_sum"] / weights}
+    if self.config.next_sentence:
+      count = max(sums["nsp_count"], 1.0)
+      metrics.update(nsp_loss=sums["nsp_loss_sum"] / count, nsp_accuracy=sums["nsp_correct_sum"] / count)
+    return metrics
 
   def checkpoint_items(self, model):
     # The encoder and heads also sit at the root, as in scripts/convert_checkpoint.py's `ours` checkpoints,
     # so `handoff.restore_encoder` and `convert.load_ours` read a training checkpoint directly.
-    return {"model": model, "encoder": model.encoder, "mlm_head": model.mlm_head, "nsp_head": model.nsp_head}
+    items = {"model": model, "encoder": model.encoder, "mlm_head": model.mlm_head}
+    if model.nsp_head is not None:
+      items["nsp_head"] = model.nsp_head
+    return items
 
   def input_error(self, error: Exception) -> str:
     """One line for an error (tf.errors.DataLossError, ...) raised while reading the input mid-training: the
@@ -171,7 +245,11 @@ def check_records(config: PretrainingConfig) -> None:
                      f"tokens or use a config with max_position_embeddings >= {seq}")
   if seq != config.max_seq_length:
     raise ValueError(f"{first}: records have max_seq_length {seq}; pass --max_seq_length={seq}")
-  if dynamic != config.dynamic_masking:
+  if config.left_to_right:
+    if not dynamic:  # masked_lm_* features: input_ids hold [MASK] and random tokens, not the text
+      raise ValueError(f"{first}: records are masked, and --left_to_right predicts every next token of the text: "
+                       "write unmasked records with create_pretraining_data.py --dynamic_masking")
+  elif dynamic != config.dynamic_masking:
     fix = "add --dynamic_masking and --vocab_file" if dynamic else "drop --dynamic_masking"
     raise ValueError(f"{first}: records are {'un' if dynamic else ''}masked; {fix}")
   if not dynamic and predictions != config.max_predictions_per_seq:
@@ -205,7 +283,9 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
   check_records(config)
   masking = None
   if config.dynamic_masking:
-    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file, whole_word_mask=config.do_whole_word_mask)
+    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file, whole_word_mask=config.do_whole_word_mask,
+                                                   mask_token_rate=config.mask_token_rate,
+                                                   random_token_rate=config.random_token_rate)
     if masking.vocab_size > config.bert_config.vocab_size:
       raise ValueError(f"--vocab_file has {masking.vocab_size} tokens but --bert_config_file says vocab_size="
                        f"{config.bert_config.vocab_size}")
@@ -220,7 +300,59 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
     return _pretrain(config, strategy, masking, trainer_cls)
 
 
+def run_options(config: PretrainingConfig) -> dict:
+  """What <output_dir>/pretraining_options.json records: the options a resumed run must repeat (the objective;
+  with dynamic masking the rates, which the checkpoint cannot show)."""
+  options = {"objective": config.objective}
+  if config.dynamic_masking:
+    options.update(mask_token_rate=config.mask_token_rate, random_token_rate=config.random_token_rate)
+  return options
+
+
+_OBJECTIVE_FLAGS = {"bert": "neither --no_nsp nor --left_to_right", "no_nsp": "--no_nsp",
+                    "left_to_right": "--left_to_right"}
+
+
+def check_resume_options(config: PretrainingConfig) -> None:
+  """Raises ValueError when output_dir holds a checkpoint of a run with other options (objective, masking
+  rates): resuming it would load weights into another model, or silently change the training data.
+
+  The options come from pretraining_options.json; a directory from before that file says no more than whether
+  its checkpoint has a next-sentence head.
+  """
+  from bert_tf import fileio
+
+  latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
+  if latest is None:
+    return
+  path = os.path.join(config.output_dir, OPTIONS_NAME)
+  wanted = run_options(config)
+  if not fileio.exists(path):
+    has_nsp = any(name.startswith("nsp_head/") for name, _ in tf.train.list_variables(latest))
+    if has_nsp != config.next_sentence:
+      there = _OBJECTIVE_FLAGS["bert"] if has_nsp else "--no_nsp or --left_to_right"
+      raise ValueError(f"{config.output_dir} holds checkpoints of a run with {there} ({latest} "
+                       f"{'has a' if has_nsp else 'has no'} next-sentence head); this run has "
+                       f"{_OBJECTIVE_FLAGS[config.objective]}: rerun with that run's flags to resume it, or use "
+                       "another --output_dir")
+    return
+  with fileio.open_file(path, "r") as f:
+    recorded = json.load(f)
+  if recorded == wanted:
+    return
+  objective = recorded.get("objective")
+  if objective != wanted["objective"]:
+    there = _OBJECTIVE_FLAGS.get(objective, objective)
+    raise ValueError(f"{config.output_dir} holds checkpoints of a run with {there} ({latest}); this run has {_OBJECTIVE_FLAGS[wanted['objective']]}: rerun with that run's "
+                     "flags to resume it, or use another --output_dir")
+  differ = ", ".join(f"--{k}={recorded.get(k)} there, {wanted.get(k)} here" for k in sorted({*recorded, *wanted})
+                     if recorded.get(k) != wanted.get(k))
+  raise ValueError(f"{config.output_dir} holds checkpoints of a run with other masking options ({differ}; "
+                   f"{path}): rerun with that run's flags to resume it, or use another --output_dir")
+
+
 def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
+  check_resume_options(config)
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
   run = trainer_cls(
@@ -230,14 +362,18 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
       config.trainer_config())
   if distribute.is_chief(strategy):
     tf.io.gfile.makedirs(config.output_dir)
-    config.bert_config.to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
+    config.model_config().to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
+    from bert_tf import fileio
+
+    fileio.write_text_atomic(os.path.join(config.output_dir, OPTIONS_NAME),
+                             json.dumps(run_options(config), indent=2) + "\n")
   if config.init_checkpoint and run.checkpointer.latest() is None:
     prefix = handoff.restore_encoder(run.model.encoder, config.init_checkpoint)
     logging.info("initialised the encoder from %s", prefix)
   result = run.train()
   if config.export_encoder and not result.interrupted and distribute.is_chief(strategy):
     try:
-      handoff.export_encoder(run.model.encoder, config.bert_config, config.output_dir)
+      handoff.export_encoder(run.model.encoder, config.model_config(), config.output_dir)
     except (OSError, tf.errors.OpError) as e:
       if not is_disk_full(e):
         raise
