@@ -1,0 +1,256 @@
+r"""Benchmark: the paper's pretraining ablations (section 5.1, Table 5) and masking procedures (appendix C.2,
+Table 8) at this machine's scale, on equal footing.
+
+One model size (--bert_config, default configs/bert_tiny.json), one corpus, one budget (the same steps x batch x
+sequence length, learning rate, warmup and seed) for every variant:
+
+  bert          BERT: masked LM + next sentence, masks 80% [MASK] / 10% random / 10% unchanged (today's default)
+  no_nsp        No NSP: the same records, run_pretraining.py --no_nsp (masked LM only)
+  ltr_no_nsp    LTR & No NSP: unmasked records (create_pretraining_data.py --dynamic_masking), run_pretraining.py
+                --left_to_right (causal attention mask, next-token loss at every position, no NSP)
+  mask_100_0_0  MLM + NSP, records with --mask_token_rate=1.0 --random_token_rate=0.0
+  mask_80_0_20  MLM + NSP, records with --mask_token_rate=0.8 --random_token_rate=0.2
+
+(Table 8's rows read [MASK] / SAME / RND as in the paper: 80/0/20 is 80% [MASK], none kept, 20% random.)
+
+then fine-tunes each on MRPC and RTE (scripts/run_classifier.py on ../shared/data/glue) and on a SQuAD v1.1 split
+(scripts/run_squad.py --do_train --do_eval; the first --squad_train_articles articles of dev-v1.1.json train, the
+last --squad_eval_articles evaluate; neither is in the pretraining corpus), and prints Table 5 (bert, no_nsp,
+ltr_no_nsp) and Table 8 (bert = 80/10/10, mask_100_0_0, mask_80_0_20): dev accuracy, dev accuracy, SQuAD F1 / EM.
+The corpus is pretrain_finetune.build_corpus's (the embedded corpus and the other SQuAD dev articles; the same
+documents bench_model_size.py pretrains on, its held-out tenth left out here too).
+
+  python bench/bench_ablations.py                  # 5 variants x 500 steps of 32 x 128 tokens, L2/H128 (~25 min)
+  python bench/bench_ablations.py --smoke          # 2 variants, 40 steps, 1 epoch on 300 examples (~4 min)
+  python bench/bench_ablations.py --variants=bert,no_nsp --no_squad
+
+Rerunning with the same --work_dir reuses every finished stage (and refuses a stage finished with other
+settings); writes <work_dir>/ablations.json and ablations.md and prints the tables. Exits non-zero, naming what
+to fix, when ../shared/data lacks a file or a script failed (its log's tail is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pretrain_finetune as pf  # noqa: E402
+
+# name -> (row label, records made with these create_pretraining_data.py flags, extra run_pretraining.py flags).
+VARIANTS = {
+    "bert": ("BERT (MLM + NSP), 80/10/10", ("masked_80_10_10", ()), ()),
+    "no_nsp": ("No NSP", ("masked_80_10_10", ()), ("--no_nsp",)),
+    "ltr_no_nsp": ("LTR & No NSP", ("unmasked", ("--dynamic_masking",)), ("--left_to_right",)),
+    "mask_100_0_0": ("MLM + NSP, 100/0/0", ("masked_100_0_0", ("--mask_token_rate=1.0", "--random_token_rate=0.0")),
+                     ()),
+    "mask_80_0_20": ("MLM + NSP, 80/0/20", ("masked_80_0_20", ("--mask_token_rate=0.8", "--random_token_rate=0.2")),
+                     ()),
+}
+TABLE5 = ("bert", "no_nsp", "ltr_no_nsp")
+TABLE8 = ("bert", "mask_100_0_0", "mask_80_0_20")
+# The paper's column order: [MASK] / SAME (unchanged) / RND (random token).
+TABLE8_LABELS = {"bert": "80 / 10 / 10 (BERT)", "mask_100_0_0": "100 / 0 / 0", "mask_80_0_20": "80 / 0 / 20"}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--work_dir", default=os.path.join("out", "bench_ablations"))
+  p.add_argument("--data_dir", default=pf.DEFAULT_DATA_DIR,
+                 help="../shared/data: glue/MRPC, glue/RTE, squad/dev-v1.1.json.")
+  p.add_argument("--variants", default=None, help="Comma-separated, from " + ",".join(VARIANTS) + " (default: "
+                 "all; smoke: bert,ltr_no_nsp).")
+  p.add_argument("--bert_config", default="bert_tiny.json", help="A file of configs/ (vocab_size and "
+                 "max_position_embeddings are replaced by the learnt vocabulary's and --max_seq_length).")
+  p.add_argument("--smoke", action="store_true", help="A quick look: the bert and ltr_no_nsp variants, 40 steps, "
+                 "1 epoch on 300 examples, a 1-article SQuAD split (other flags given explicitly still win).")
+  p.add_argument("--vocab_size", type=int, default=8000)
+  p.add_argument("--max_seq_length", type=int, default=128)
+  p.add_argument("--max_predictions_per_seq", type=int, default=20)
+  p.add_argument("--dupe_factor", type=int, default=None, help="Default 3 (smoke: 1).")
+  p.add_argument("--heldout_every", type=int, default=10,
+                 help="As bench_model_size.py: every k-th document is left out, so both pretrain on one text.")
+  p.add_argument("--pretrain_steps", type=int, default=None, help="Default 500 (smoke: 40).")
+  p.add_argument("--pretrain_batch_size", type=int, default=32)
+  p.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
+  p.add_argument("--pretrain_warmup_fraction", type=float, default=0.3)
+  p.add_argument("--pretrain_seed", type=int, default=12345)
+  p.add_argument("--finetune_seeds", default="1", help="Comma-separated fine-tuning seeds (scores averaged).")
+  p.add_argument("--finetune_epochs", type=float, default=None, help="GLUE epochs. Default 2 (smoke: 1).")
+  p.add_argument("--finetune_learning_rate", type=float, default=3e-4,
+                 help="Google's miniature BERTs were fine-tuned at 1e-4 to 5e-4.")
+  p.add_argument("--finetune_batch_size", type=int, default=32)
+  p.add_argument("--max_train_examples", type=int, default=None, help="GLUE; default all (smoke: 300).")
+  p.add_argument("--no_squad", action="store_true", help="Skip the SQuAD column.")
+  p.add_argument("--squad_train_articles", type=int, default=None, help="Default 4 (1,680 questions; smoke: 1).")
+  p.add_argument("--squad_eval_articles", type=int, default=None, help="Default 2 (378 questions; smoke: 1).")
+  p.add_argument("--squad_epochs", type=float, default=None, help="Default 1 (smoke: 0.2).")
+  p.add_argument("--squad_learning_rate", type=float, default=3e-4)
+  p.add_argument("--squad_doc_stride", type=int, default=64)
+  p.add_argument("--squad_max_query_length", type=int, default=32)
+  p.add_argument("--threads", type=int, default=0, help="OMP/TF intra-op threads of each script (0: default).")
+  args = p.parse_args(argv)
+  defaults = dict(dupe_factor=(1, 3), pretrain_steps=(40, 500), finetune_epochs=(1.0, 2.0),
+                  max_train_examples=(300, 0), squad_train_articles=(1, 4), squad_eval_articles=(1, 2),
+                  squad_epochs=(0.2, 1.0), variants=("bert,ltr_no_nsp", ",".join(VARIANTS)))
+  for name, (small, full) in defaults.items():
+    if getattr(args, name) is None:
+      setattr(args, name, small if args.smoke else full)
+  args.variants = [v for v in args.variants.split(",") if v]
+  unknown = sorted(set(args.variants) - set(VARIANTS))
+  if unknown or not args.variants:
+    p.error(f"--variants: unknown {unknown}; choose from {','.join(VARIANTS)}")
+  if not os.path.isfile(os.path.join(pf.REPO, "configs", args.bert_config)):
+    p.error(f"--bert_config: no configs/{args.bert_config}")
+  args.finetune_seeds = [int(s) for s in args.finetune_seeds.split(",") if s]
+  if not args.finetune_seeds or args.pretrain_steps < 1:
+    p.error("--finetune_seeds needs a seed and --pretrain_steps must be >= 1")
+  return args
+
+
+def pretraining_flags(args, records: str, config_file: str, extra: Sequence[str]) -> list[str]:
+  steps = args.pretrain_steps
+  loop = max(1, min(50, steps // 4))
+  return [f"--input_file={records}", f"--bert_config_file={config_file}", f"--max_seq_length={args.max_seq_length}",
+          f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+          f"--train_batch_size={args.pretrain_batch_size}", f"--learning_rate={args.pretrain_learning_rate}",
+          f"--num_train_steps={steps}", f"--num_warmup_steps={int(steps * args.pretrain_warmup_fraction)}",
+          f"--save_checkpoints_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
+          "--distribution_strategy=one_device", f"--seed={args.pretrain_seed}", *extra]
+
+
+def glue_flags(args, seed: int) -> list[str]:
+  flags = [f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.finetune_batch_size}",
+           f"--learning_rate={args.finetune_learning_rate}", f"--num_train_epochs={args.finetune_epochs}",
+           f"--seed={seed}", "--eval_batch_size=32"]
+  if args.max_train_examples:
+    flags.append(f"--max_train_examples={args.max_train_examples}")
+  return flags
+
+
+def squad_flags(args, seed: int) -> list[str]:
+  return [f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.squad_doc_stride}",
+          f"--max_query_length={args.squad_max_query_length}", f"--train_batch_size={args.finetune_batch_size}",
+          f"--learning_rate={args.squad_learning_rate}", f"--num_train_epochs={args.squad_epochs}",
+          f"--seed={seed}", "--predict_batch_size=32"]
+
+
+def _mean(values: list[float]) -> float | None:
+  return statistics.mean(values) if values else None
+
+
+def tables(rows: dict[str, dict], squad: bool) -> str:
+  """Table 5 and Table 8 (whichever rows were run), markdown."""
+  header = ["MRPC dev acc", "RTE dev acc"] + (["SQuAD F1", "SQuAD EM"] if squad else [])
+
+  def cells(r):
+    out = [pf.percent(r.get("MRPC")), pf.percent(r.get("RTE"))]
+    if squad:
+      out += ["-" if r.get("squad_f1") is None else f"{r['squad_f1']:.1f}",
+              "-" if r.get("squad_em") is None else f"{r['squad_em']:.1f}"]
+    return out
+
+  parts = []
+  t5 = [[VARIANTS[n][0]] + cells(rows[n]) for n in TABLE5 if n in rows]
+  if t5:
+    parts.append("Table 5 (pretraining tasks)\n\n" + pf.markdown_table(["Tasks"] + header, t5))
+  t8 = [[TABLE8_LABELS[n]] + cells(rows[n]) for n in TABLE8 if n in rows]
+  if t8:
+    parts.append("Table 8 (masking procedures)\n\n"
+                 + pf.markdown_table(["[MASK] / SAME / RND"] + header, t8))
+  return "\n\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = parse_args(argv)
+  pf.check_data(args.data_dir, pf.GLUE_TASKS, squad=True)
+  work = os.path.abspath(args.work_dir)
+  os.makedirs(work, exist_ok=True)
+  started = time.time()
+
+  def say(text: str) -> None:
+    print(f"[{time.time() - started:7.1f} s] {text}", flush=True)
+
+  squad = not args.no_squad
+  corpus = pf.build_corpus(work, args.data_dir, args.squad_train_articles, args.squad_eval_articles,
+                           args.heldout_every)
+  say(f"corpus: {corpus['corpus']['documents']} documents, {corpus['corpus']['words']:,} words"
+      + (f"; SQuAD split: train {corpus['squad_train']['questions']} questions "
+         f"({corpus['squad_train']['articles']}), eval {corpus['squad_eval']['questions']} "
+         f"({corpus['squad_eval']['articles']})" if squad else ""))
+  vocab = pf.learn_vocab(work, args.vocab_size, say, args.threads)
+  with open(vocab, encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  config_file = pf.write_bert_config(work, args.bert_config, vocab_size, args.max_seq_length)
+  common = [f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+            f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
+
+  rows: dict[str, dict] = {}
+  for name in args.variants:
+    label, (records_name, record_flags), pretrain_extra = VARIANTS[name]
+    say(f"== {name}: {label}")
+    records = pf.create_records(work, records_name, "corpus", common + list(record_flags), say, args.threads)
+    pretrained = os.path.join(work, "pretraining", name)
+    pre = pf.pretrain(pretrained, pretraining_flags(args, records, config_file, pretrain_extra), say, args.threads)
+    say(f"{name}: pretraining {pre['seconds']:.0f} s; {pre['last_log']}")
+    row: dict = {"label": label, "pretrain_seconds": pre["seconds"], "pretrain_last_log": pre["last_log"],
+                 "records": records_name, "record_flags": list(record_flags),
+                 "pretrain_flags": list(pretrain_extra)}
+    for task in pf.GLUE_TASKS:
+      scores = []
+      for seed in args.finetune_seeds:
+        run = pf.finetune_glue(task, os.path.join(work, "finetuning", name, f"{task}_seed{seed}"), pretrained,
+                               vocab, args.data_dir, glue_flags(args, seed), say, args.threads)
+        scores.append(run["eval_results"]["accuracy"])
+        say(f"{name}: {task} dev accuracy {scores[-1]:.4f} (seed {seed})")
+      row[task], row[f"{task}_accuracies"] = _mean(scores), scores
+    if squad:
+      f1s, ems = [], []
+      for seed in args.finetune_seeds:
+        run = pf.finetune_squad(os.path.join(work, "finetuning", name, f"SQuAD_seed{seed}"), pretrained, vocab,
+                                corpus["squad_train"]["file"], corpus["squad_eval"]["file"],
+                                squad_flags(args, seed), say, args.threads)
+        f1s.append(run["eval_results"]["f1"])
+        ems.append(run["eval_results"]["exact_match"])
+        say(f"{name}: SQuAD F1 {f1s[-1]:.2f} EM {ems[-1]:.2f} (seed {seed})")
+      row.update(squad_f1=_mean(f1s), squad_em=_mean(ems), squad_f1s=f1s, squad_ems=ems)
+    rows[name] = row
+
+  markdown = tables(rows, squad)
+  budget = (f"{args.bert_config} ({vocab_size} tokens); pretraining {args.pretrain_steps} steps x batch "
+            f"{args.pretrain_batch_size} x {args.max_seq_length} tokens (lr {args.pretrain_learning_rate}, warmup "
+            f"{int(args.pretrain_steps * args.pretrain_warmup_fraction)}, seed {args.pretrain_seed}, records "
+            f"dupe_factor {args.dupe_factor}); GLUE: {args.finetune_epochs} epochs, lr "
+            f"{args.finetune_learning_rate}, batch {args.finetune_batch_size}, seeds {args.finetune_seeds}"
+            + (f", first {args.max_train_examples} training examples" if args.max_train_examples else "")
+            + (f"; SQuAD: {args.squad_epochs} epochs, lr {args.squad_learning_rate}, doc_stride "
+               f"{args.squad_doc_stride}" if squad else ""))
+  report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python bench/bench_ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "host": platform.node(), "cpus": os.cpu_count(), "wall_seconds": round(time.time() - started, 1),
+            "budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows, "tables": markdown}
+  with open(os.path.join(work, "ablations.json"), "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=2)
+  with open(os.path.join(work, "ablations.md"), "w", encoding="utf-8") as f:
+    f.write(f"Budget: {budget}\n\n{markdown}\n")
+  print(f"\nPretraining ablations at this machine's scale; budget: {budget}; corpus: "
+        f"{corpus['corpus']['words']:,} words\n")
+  print(markdown)
+  print(f"\nwall time {report['wall_seconds']:.0f} s; {os.path.join(work, 'ablations.json')}")
+  return 0
+
+
+if __name__ == "__main__":
+  try:
+    sys.exit(main())
+  except pf.StageError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
