@@ -161,6 +161,14 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
       row += 1
   assert row == 7
 
+  # Training batches: full, shuffled, repeated, and each of windows on one side of the bucket boundary (9).
+  lengths = {i: sum(w.input_mask) for i, w in enumerate(windows)}
+  assert sorted(lengths.values()) == [4, 4, 6, 6, 7, 9, 11]
+  for batch in nfb.layer_dataset(layers, 2, is_training=True, seed=4).take(12):
+    mine = [lengths[int(i)] for i in batch["unique_ids"].numpy()]
+    assert len(mine) == 2 and len({n < 9 for n in mine}) == 1, mine
+    assert batch[nfb.LAYERS_KEY].shape[1] == max(mine)
+
   assert nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3) == (layers, True)
   encoder.word_embeddings.embeddings.assign_add(tf.ones_like(encoder.word_embeddings.embeddings) * 1e-3)
   other = nfb.layer_file_path(str(tmp_path / "f"), info.path, nfb.encoder_fingerprint(encoder))
@@ -172,11 +180,11 @@ def test_training_through_the_shared_trainer_leaves_the_encoder_unchanged(workdi
   info = nf.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
   config = finetuning.FinetuningConfig(output_dir=str(tmp_path / "out"), bert_config=_config(),
                                        init_checkpoint=str(workdir / "model"), train_batch_size=3,
-                                       learning_rate=1e-2, num_train_epochs=6, warmup_proportion=0.0,
-                                       distribution_strategy="one_device", steps_per_loop=7, log_steps=7)
+                                       learning_rate=1e-2, num_train_epochs=4, warmup_proportion=0.0,
+                                       distribution_strategy="one_device", steps_per_loop=3, log_steps=3)
   task = nfb.NerFeatureTask(_config(), len(labels), "concat_last_four", info.path, T)  # the encoder in the loop
   run, result = finetuning.train(task, config, info.num_windows, STRATEGY)
-  assert result.step == 14 and not result.interrupted
+  assert result.step == 9 and not result.interrupted
   assert result.history[-1]["loss"] < result.history[0]["loss"]
   pretrained = BertEncoder(_config())
   finetuning.init_encoder(pretrained, str(workdir / "model"))
@@ -190,7 +198,7 @@ def test_run_ner_feature_based_trains_predicts_in_conll_format_and_reloads(workd
     ft = finetuning.FinetuningConfig(output_dir=str(tmp_path / "out"), bert_config=_config(),
                                      init_checkpoint=kwargs.pop("init", str(workdir / "model")),
                                      train_batch_size=3, predict_batch_size=5, learning_rate=1e-2,
-                                     num_train_epochs=6, warmup_proportion=0.0, distribution_strategy="one_device",
+                                     num_train_epochs=3, warmup_proportion=0.0, distribution_strategy="one_device",
                                      steps_per_loop=7, log_steps=7)
     return ner_run.NerConfig(data_dir=str(workdir / "conll"), vocab_file=str(workdir / "model" / "vocab.txt"),
                              finetuning=ft, max_seq_length=T, features_dir=str(tmp_path / "features"),
@@ -199,7 +207,7 @@ def test_run_ner_feature_based_trains_predicts_in_conll_format_and_reloads(workd
   lines = []
   summary = ner_run.run_ner(config(do_train=True, do_eval=True, feature_based="second_to_last_hidden"), STRATEGY,
                             say=lines.append)
-  assert summary["train_steps"] == 14
+  assert summary["train_steps"] == 7
   assert any("wrote encoder layers" in line for line in lines)
   assert any("reusing encoder layers" in line for line in lines) is False  # eng.testa's own file: new layers
   predictions = (tmp_path / "out" / "eval_predictions.txt").read_text().split("\n\n")
@@ -236,7 +244,7 @@ def test_script_rejects_an_unknown_choice_before_any_work(workdir, tmp_path):
       [sys.executable, os.path.join(th.REPO, "scripts", "run_ner.py"), f"--data_dir={workdir / 'conll'}",
        f"--vocab_file={workdir / 'model' / 'vocab.txt'}", f"--init_checkpoint={workdir / 'model'}",
        f"--output_dir={tmp_path / 'out'}", f"--max_seq_length={T}", "--do_train", "--feature_based=last_layer"],
-      env=th.python_env(), capture_output=True, text=True, timeout=120)
+      env=th.python_env(), capture_output=True, text=True, timeout=600)
   assert result.returncode != 0
   assert "--feature_based='last_layer': unknown feature choice; choose one of embeddings, second_to_last_hidden" \
       in result.stderr

@@ -228,13 +228,19 @@ def cached_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, features
   return write_layer_file(encoder, windows, path, batch_size, fingerprint, say), False
 
 
+# Training batches group windows of similar length (at most 8, 16, 24, ... tokens): an LSTM runs a step for
+# every position of the batch, padding included, and random batches of sentences are mostly padding.
+LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384)
+
+
 def layer_dataset(info: LayerFile, batch_size: int, is_training: bool, input_context=None, seed: int = 12345,
                   pad_to_batch: bool = False, shuffle_buffer: int = 4096) -> tf.data.Dataset:
   """Batches of a layer file, each padded to its longest window.
 
   Training shards by `input_context`, shuffles (seeded; `shuffle_buffer` windows of serialized layers, about
-  (L + 1) H 4 bytes a token each, are held in memory) and repeats, full batches only; evaluation is one pass in
-  file order, with `pad_to_batch` appending all-zero rows so every batch is full.
+  (L + 1) H 4 bytes a token each, are held in memory and in the trainer's checkpoints of the input) and repeats,
+  full batches of windows of similar length (`LENGTH_BUCKETS`); evaluation is one pass in file order, with
+  `pad_to_batch` appending all-zero rows so every batch is full.
 
   Returns: dicts of unique_ids int64 [B]; `LAYERS_KEY` float32 [B, T', L + 1, H]; input_mask, label_ids,
     label_mask int32 [B, T']; is_real_example int32 [B] (0 for `pad_to_batch`'s rows).
@@ -258,7 +264,12 @@ def layer_dataset(info: LayerFile, batch_size: int, is_training: bool, input_con
   if is_training:
     d = d.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
   d = d.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-  d = d.padded_batch(batch_size, drop_remainder=is_training)
+  if is_training:
+    boundaries = [b + 1 for b in LENGTH_BUCKETS if b < info.max_seq_length]  # bucket i: lengths < boundaries[i]
+    d = d.bucket_by_sequence_length(lambda w: tf.shape(w["input_mask"])[0], boundaries,
+                                    [batch_size] * (len(boundaries) + 1), drop_remainder=True)
+  else:
+    d = d.padded_batch(batch_size)
   if pad_to_batch and not is_training:
     def pad(batch):
       n = batch_size - tf.shape(batch["input_mask"])[0]
