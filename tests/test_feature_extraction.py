@@ -101,6 +101,7 @@ LINES = [
     "a ||| b ||| c",  # the last " ||| " separates
     "x |||",  # no text after the separator: one sentence
     "dog\t,\u00a0cat \u3000 .",
+    "the\rcat .",  # GFile drops the "\r"
 ]
 SEQ = 24
 
@@ -217,8 +218,9 @@ def test_library_equals_reference_all_layers_cased(files, reference):
 
 
 def test_our_checkpoint_and_gelu(files, reference):
-  """Our checkpoint, pretraining hand-off checkpoint and SavedModel of the same weights, with --gelu=tanh (google-research's form), gives the reference's
-  values; with "auto" (erf, bert_tf's form) they differ, by more than the tolerance: the comparison can tell."""
+  """Our checkpoint, the pretraining hand-off's checkpoint and SavedModel of the same weights give the reference's
+  values with --gelu=tanh (google-research's form); with erf (bert_tf's form, "auto" for them) they differ by
+  more than the tolerance: the comparison can tell the two apart."""
   theirs = reference["pair_layers"]
   assert max_difference(run_ours(files, "pair_layers", files["ours"], gelu="tanh"), theirs) <= 1e-5
   for form in ("checkpoint", "savedmodel"):
@@ -236,6 +238,7 @@ def test_fixture_reaches_the_corner_cases(reference):
   assert tokens[5] == ["[CLS]", "cafe", "東", "京", "naive", "[UNK]", "word", "##y", "!", "[SEP]"]
   assert tokens[6] == ["[CLS]", "a", "|", "|", "|", "b", "[SEP]", "c", "[SEP]"]
   assert tokens[7] == ["[CLS]", "x", "|", "|", "|", "[SEP]"]
+  assert tokens[9] == ["[CLS]", "[UNK]", ".", "[SEP]"]  # "thecat"
   cased = [[f["token"] for f in line["features"]] for line in reference["all_layers"]]
   assert cased[5] == ["[CLS]", "[UNK]", "東", "京", "[UNK]", "[UNK]", "word", "##y", "!", "[SEP]"]
   assert [x["index"] for x in reference["all_layers"][0]["features"][0]["layers"]] == [0, -1, 1]
@@ -247,16 +250,26 @@ def test_round6_is_pythons_round():
   rng = np.random.default_rng(3)
   values = np.concatenate([rng.normal(0, 1, 20000), rng.normal(0, 1e-5, 5000), rng.normal(0, 1e4, 5000),
                            np.arange(-2000, 2000) / 128]).astype(np.float32)
-  assert fe.round6(values).tolist() == [round(float(x), 6) for x in values]
+  assert fe.round6(values).tolist() == [round(float(x), 6) for x in values]  # float(x): the reference's
   assert fe.round6(np.float32([1 / 128, 3 / 128])).tolist() == [0.007812, 0.023438]
 
 
-def test_units(files):
+def test_read_examples(tmp_path):
+  """Read with GFile, as google-research reads them: lines end at "\n" only and every "\r" is dropped (Python's
+  text mode would split "u\rv" in two); stripped; the last " ||| " splits a pair."""
+  path = tmp_path / "in.txt"
+  path.write_bytes(" a ||| b \r\n\nx |||\na ||| b ||| c\nu\rv\n\t".encode())
+  assert [(e.unique_id, e.text_a, e.text_b) for e in fe.read_examples(str(path))] == [
+      (0, "a", "b"), (1, "", None), (2, "x |||", None), (3, "a ||| b", "c"), (4, "uv", None), (5, "", None)]
+
+
+def test_layers_and_truncation():
   assert fe.parse_layers("-2,-1", 2) == [-2, -1]
-  assert fe.parse_layers("1, 0", 2) == [1, 0]
-  pair = fe.InputExample(0, "a", "b")
-  assert [fe.InputExample(0, "x")] == [fe.InputExample(0, "x", None)] != [pair]
+  assert fe.parse_layers("1, 0,-1", 2) == [1, 0, -1]
   a, b = list("abcde"), list("xy")
+  fe.truncate_seq_pair(a, b, 4)
+  assert (a, b) == (list("ab"), list("xy"))
+  a, b = list("abc"), list("xyz")
   fe.truncate_seq_pair(a, b, 4)
   assert (a, b) == (list("ab"), list("xy"))
 

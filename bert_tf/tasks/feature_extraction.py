@@ -74,7 +74,8 @@ def read_examples(input_file: str) -> list[InputExample]:
   import tensorflow as tf
 
   examples = []
-  # GFile's readline, as the reference's: lines end at "\n" only (Python's text mode would also split at "\r").
+  # GFile's readline, as the reference's: lines end at "\n" only and it drops every "\r" (Python's text mode
+  # would split a line at a lone "\r").
   with tf.io.gfile.GFile(input_file, "r") as reader:
     while True:
       line = reader.readline()
@@ -214,7 +215,8 @@ class LayerOutputs:
     return [[o[b, :len(f.tokens)] for o in outputs] for b, f in enumerate(features)]
 
 
-def extract(features: Sequence[InputFeatures], layer_outputs: LayerOutputs, batch_size: int) -> Iterator[list[np.ndarray]]:
+def extract(features: Sequence[InputFeatures], layer_outputs: LayerOutputs,
+            batch_size: int) -> Iterator[list[np.ndarray]]:
   """Each feature's layer outputs (as `LayerOutputs` gives them), in the order of `features`."""
   block = batch_size * _BATCHES_PER_BLOCK
   for start in range(0, len(features), block):
