@@ -102,7 +102,8 @@ def convert_examples_to_features(examples: Sequence[InputExample], seq_length: i
   features = []
   for example in examples:
     tokens_a = tokenizer.tokenize(example.text_a)
-    # An empty b (`a ||| `), or one with no token, makes a single-sentence example, as in the reference.
+    # A b that tokenizes to nothing (say, control characters alone) makes a one-sentence example, as in the
+    # reference.
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     if tokens_b:
       truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)  # room for [CLS] [SEP] [SEP]
