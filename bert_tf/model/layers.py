@@ -53,7 +53,7 @@ def truncated_normal(stddev: float) -> keras.initializers.Initializer:
 
 
 def gelu_exact(x):
-  """x * Phi(x), Phi the standard normal CDF (the erf form of google-research and HF's "gelu"); any shape.
+  """x * Phi(x), Phi the standard normal CDF (HF's "gelu"; see `activation_fn` on google-research's); any shape.
 
   The same values as `keras.activations.gelu(x, approximate=False)`, with a hand-written gradient
   Phi(x) + x phi(x) that reuses Phi from the forward pass: autodiff of the erf expression makes about twice the
@@ -77,8 +77,11 @@ def gelu_exact(x):
 def activation_fn(hidden_act: str):
   """`config.hidden_act` -> a function of one tensor.
 
-  "gelu" is the exact erf form used by google-research and HF's "gelu"; "gelu_new" is the tanh
-  approximation (HF's "gelu_new"/"gelu_pytorch_tanh").
+  "gelu" is the exact erf form, HF's "gelu"; "gelu_new" is the tanh approximation (HF's
+  "gelu_new"/"gelu_pytorch_tanh"). google-research's modeling.py as published later (GitHub, bert-tensorflow
+  1.0.4) computes "gelu" with the tanh approximation; HF's port, and this project, keep the erf form (HF
+  describes it as that repository's original one). They differ by up to about 1e-3 an activation, more
+  through the layers: `scripts/extract_features.py --gelu` chooses (docs/features.md).
   """
   if hidden_act == "gelu":
     return gelu_exact
