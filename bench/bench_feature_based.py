@@ -14,8 +14,9 @@ Every row: the same training subset, epochs, batch 32, warmup 0.1, AdamW with Ad
 (--optimizer=adamw_bias_corrected; weight decay 0.01 except biases and LayerNorm), clipping 1.0, dropout 0.1
 (the tagger's, before its classifier; the frozen encoder runs without dropout), one sentence a window,
 max_seq_length 128, IOB2 labels, one seed. The taggers' training batches group windows of similar length
-(`ner_feature_based.LENGTH_BUCKETS`: an LSTM pays for padding); fine-tuning draws random batches as it always does. Each row's eval_predictions.txt (IOB1) is rescored by bench_ner's
-`score` (ner_metrics, conlleval's entity-level micro F1, and seqeval's, which must agree).
+(`ner_feature_based.LENGTH_BUCKETS`: an LSTM pays for padding); fine-tuning draws random batches as it always
+does. Each row's eval_predictions.txt (IOB1) is rescored by bench_ner's `score` (ner_metrics, conlleval's
+entity-level micro F1, and seqeval's, which must agree).
 
   python bench/bench_feature_based.py                # the full run: see bench/README.md for its size and time
   python bench/bench_feature_based.py --smoke        # 100 training / ~80 dev sentences, 3 epochs

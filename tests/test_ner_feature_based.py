@@ -170,6 +170,9 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
     assert batch[nfb.LAYERS_KEY].shape[1] == max(mine)
 
   assert nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3) == (layers, True)
+  twin = BertEncoder(_config(), name="encoder")  # same weights under another name: the same layers
+  twin.set_weights(encoder.get_weights())
+  assert nfb.encoder_fingerprint(twin) == layers.encoder_fingerprint
   encoder.word_embeddings.embeddings.assign_add(tf.ones_like(encoder.word_embeddings.embeddings) * 1e-3)
   other = nfb.layer_file_path(str(tmp_path / "f"), info.path, nfb.encoder_fingerprint(encoder))
   assert other != layers.path and nfb.encoder_fingerprint(encoder) != layers.encoder_fingerprint

@@ -148,13 +148,14 @@ class LayerFile:
 
 
 def encoder_fingerprint(encoder: BertEncoder) -> str:
-  """SHA-256 of the encoder's config, dtype policy and float32 weights: cached layers are named by the weights that made them,
-  so other weights (another checkpoint, another epoch of pretraining) never read stale features."""
+  """SHA-256 of the encoder's config, dtype policy and float32 weights: cached layers are named by the weights
+  that made them, so other weights (another checkpoint, another epoch of pretraining) never read stale features.
+  Not the weights' names, which carry the model's (Keras makes `bert_encoder_1` of a second encoder)."""
   # The compute dtype too: a mixed-precision encoder's layers differ from a float32 one's.
   described = [encoder.config.to_dict(), encoder.dtype_policy.name]
   digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
   for weight in encoder.weights:
-    digest.update(weight.path.encode())
+    digest.update(str(tuple(weight.shape)).encode())
     digest.update(np.ascontiguousarray(np.asarray(weight.numpy(), np.float32)).tobytes())
   return digest.hexdigest()[:16]
 
