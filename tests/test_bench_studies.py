@@ -85,11 +85,11 @@ def test_markdown_table_and_percent():
 def test_model_size_smoke_defaults_and_explicit_flags():
   args = bench_model_size.parse_args(["--smoke"])
   assert (args.sizes, args.pretrain_steps, args.finetune_epochs, args.max_train_examples) == (
-      ["bert_tiny.json", "bert_l4_h128.json"], 40, 1.0, 400)
+      ["bert_l2_h64.json", "bert_tiny.json"], 40, 1.0, 400)
   args = bench_model_size.parse_args(["--smoke", "--pretrain_steps=7", "--sizes=bert_mini.json"])
   assert (args.sizes, args.pretrain_steps) == (["bert_mini.json"], 7)
   full = bench_model_size.parse_args([])
-  assert (len(full.sizes), full.pretrain_steps, full.max_train_examples) == (4, 400, 0)
+  assert (len(full.sizes), full.pretrain_steps, full.max_train_examples) == (5, 500, 0)
   with pytest.raises(SystemExit):
     bench_model_size.parse_args(["--sizes=bert_nonexistent.json"])
 
@@ -98,7 +98,7 @@ def test_model_size_configs_are_the_named_sizes():
   sizes = [bench_model_size.size_of(os.path.join(pf.REPO, "configs", f))
            for f in bench_model_size.DEFAULT_SIZES.split(",")]
   assert [(s["L"], s["H"], s["A"], s["intermediate"]) for s in sizes] == [
-      (2, 128, 2, 512), (4, 128, 2, 512), (2, 256, 4, 1024), (4, 256, 4, 1024)]
+      (2, 64, 1, 256), (2, 128, 2, 512), (4, 128, 2, 512), (2, 256, 4, 1024), (4, 256, 4, 1024)]
 
 
 def test_encoder_parameters_counts_the_encoders_weights():
