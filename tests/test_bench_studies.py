@@ -132,6 +132,7 @@ def test_ablation_variants_and_tables():
     bench_ablations.parse_args(["--variants=bert,rtl"])
   # 80/0/20 in the paper's [MASK] / SAME / RND order: no token kept, a fifth random.
   assert bench_ablations.VARIANTS["mask_80_0_20"][1][1] == ("--mask_token_rate=0.8", "--random_token_rate=0.2")
+  assert bench_ablations.VARIANTS["mask_80_20_0"][1][1] == ("--mask_token_rate=0.8", "--random_token_rate=0.0")
   assert bench_ablations.VARIANTS["ltr_no_nsp"][1][1] == ("--dynamic_masking",)
   rows = {"bert": {"MRPC": 0.7, "RTE": 0.5, "squad_f1": 10.0, "squad_em": 5.0},
           "no_nsp": {"MRPC": 0.65, "RTE": 0.55, "squad_f1": None, "squad_em": None},
