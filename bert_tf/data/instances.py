@@ -156,6 +156,22 @@ BACKEND = next(b for b in ("compiled", "inline", "methods")
                if b == "methods" or ((b != "compiled" or _compiled is not None) and _backend_matches(b)))
 
 
+# google-research's shares of the chosen positions: [MASK], then a random id; the rest keep their token.
+DEFAULT_MASKING_RATES = (0.8, 0.1)
+
+
+def check_masking_rates(mask_token_rate: float, random_token_rate: float) -> None:
+  """Raises ValueError naming the flags unless both rates are in [0, 1] and their sum is at most 1. Shared by
+  record creation, dynamic masking and the pretraining script."""
+  for name, value in (("mask_token_rate", mask_token_rate), ("random_token_rate", random_token_rate)):
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f"--{name}={value}: must be in [0, 1]")
+  if mask_token_rate + random_token_rate > 1.0:
+    raise ValueError(f"--mask_token_rate={mask_token_rate} + --random_token_rate={random_token_rate} = "
+                     f"{mask_token_rate + random_token_rate:g} exceeds 1: they are shares of the chosen "
+                     "positions (the rest keep their token)")
+
+
 @dataclasses.dataclass(frozen=True)
 class InstanceConfig:
   """The settings of instance creation; flag names are google-research's."""
@@ -186,15 +202,8 @@ class InstanceConfig:
       raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
     if self.dupe_factor < 1:
       raise ValueError(f"--dupe_factor={self.dupe_factor}: must be at least 1")
-    for name in ("mask_token_rate", "random_token_rate"):
-      value = getattr(self, name)
-      if not 0.0 <= value <= 1.0:
-        raise ValueError(f"--{name}={value}: must be in [0, 1]")
-    if self.mask_token_rate + self.random_token_rate > 1.0:
-      raise ValueError(f"--mask_token_rate={self.mask_token_rate} + --random_token_rate={self.random_token_rate} "
-                       f"= {self.mask_token_rate + self.random_token_rate:g} exceeds 1: they are shares of the "
-                       "chosen positions (the rest keep their token)")
-    if self.dynamic_masking and (self.mask_token_rate, self.random_token_rate) != (0.8, 0.1):
+    check_masking_rates(self.mask_token_rate, self.random_token_rate)
+    if self.dynamic_masking and (self.mask_token_rate, self.random_token_rate) != DEFAULT_MASKING_RATES:
       raise ValueError("--mask_token_rate / --random_token_rate choose how records are masked, and "
                        "--dynamic_masking writes them unmasked: pass the rates to run_pretraining.py "
                        "--dynamic_masking instead")

@@ -20,6 +20,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import records
+from bert_tf.data.instances import check_masking_rates
 
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION_PREFIX = "##"  # WordPiece's mark of a piece that continues the word before it
@@ -41,14 +42,7 @@ class MaskingConfig:
   continuation_ids: tuple[int, ...] = dataclasses.field(default=(), repr=False)
 
   def __post_init__(self):
-    for name in ("mask_token_rate", "random_token_rate"):
-      value = getattr(self, name)
-      if not 0.0 <= value <= 1.0:
-        raise ValueError(f"--{name}={value}: must be in [0, 1]")
-    if self.mask_token_rate + self.random_token_rate > 1.0:
-      raise ValueError(f"--mask_token_rate={self.mask_token_rate} + --random_token_rate={self.random_token_rate} "
-                       f"= {self.mask_token_rate + self.random_token_rate:g} exceeds 1: they are shares of the "
-                       "chosen positions (the rest keep their token)")
+    check_masking_rates(self.mask_token_rate, self.random_token_rate)
     outside = [i for i in self.continuation_ids if not 0 <= i < self.vocab_size]
     if outside:
       raise ValueError(f"MaskingConfig: continuation_ids {outside[:5]} are outside the vocabulary "

@@ -18,23 +18,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.config import BertConfig
+from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
-DEFAULT_MASKING_RATES = (0.8, 0.1)  # google-research's: [MASK], random token (the rest keep theirs)
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
-
-
-def check_masking_rates(mask_token_rate: float, random_token_rate: float) -> None:
-  """Raises ValueError unless both rates are in [0, 1] and their sum is at most 1."""
-  for name, value in (("mask_token_rate", mask_token_rate), ("random_token_rate", random_token_rate)):
-    if not 0.0 <= value <= 1.0:
-      raise ValueError(f"--{name}={value}: must be in [0, 1]")
-  if mask_token_rate + random_token_rate > 1.0:
-    raise ValueError(f"--mask_token_rate={mask_token_rate} + --random_token_rate={random_token_rate} = "
-                     f"{mask_token_rate + random_token_rate:g} exceeds 1: they are shares of the chosen "
-                     "positions (the rest keep their token)")
 
 
 @dataclasses.dataclass
