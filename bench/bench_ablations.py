@@ -33,10 +33,7 @@ to fix, when ../shared/data lacks a file or a script failed (its log's tail is p
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -121,26 +118,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   return args
 
 
-def pretraining_flags(args, records: str, config_file: str, extra: Sequence[str]) -> list[str]:
-  steps = args.pretrain_steps
-  loop = max(1, min(50, steps // 4))
-  return [f"--input_file={records}", f"--bert_config_file={config_file}", f"--max_seq_length={args.max_seq_length}",
-          f"--max_predictions_per_seq={args.max_predictions_per_seq}",
-          f"--train_batch_size={args.pretrain_batch_size}", f"--learning_rate={args.pretrain_learning_rate}",
-          f"--num_train_steps={steps}", f"--num_warmup_steps={int(steps * args.pretrain_warmup_fraction)}",
-          f"--save_checkpoints_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
-          "--distribution_strategy=one_device", f"--seed={args.pretrain_seed}", *extra]
-
-
-def glue_flags(args, seed: int) -> list[str]:
-  flags = [f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.finetune_batch_size}",
-           f"--learning_rate={args.finetune_learning_rate}", f"--num_train_epochs={args.finetune_epochs}",
-           f"--seed={seed}", "--eval_batch_size=32"]
-  if args.max_train_examples:
-    flags.append(f"--max_train_examples={args.max_train_examples}")
-  return flags
-
-
 def squad_flags(args, seed: int) -> list[str]:
   return [f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.squad_doc_stride}",
           f"--max_query_length={args.squad_max_query_length}", f"--train_batch_size={args.finetune_batch_size}",
@@ -192,8 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
          f"({corpus['squad_train']['articles']}), eval {corpus['squad_eval']['questions']} "
          f"({corpus['squad_eval']['articles']})" if squad else ""))
   vocab = pf.learn_vocab(work, args.vocab_size, say, args.threads)
-  with open(vocab, encoding="utf-8") as f:
-    vocab_size = sum(1 for _ in f)
+  vocab_size = pf.vocab_size_of(vocab)
   config_file = pf.write_bert_config(work, args.bert_config, vocab_size, args.max_seq_length)
   common = [f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
             f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
@@ -204,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"== {name}: {label}")
     records = pf.create_records(work, records_name, "corpus", common + list(record_flags), say, args.threads)
     pretrained = os.path.join(work, "pretraining", name)
-    pre = pf.pretrain(pretrained, pretraining_flags(args, records, config_file, pretrain_extra), say, args.threads)
+    pre = pf.pretrain(pretrained, pf.pretraining_flags(args, records, config_file, pretrain_extra), say, args.threads)
     say(f"{name}: pretraining {pre['seconds']:.0f} s; {pre['last_log']}")
     row: dict = {"label": label, "pretrain_seconds": pre["seconds"], "pretrain_last_log": pre["last_log"],
                  "records": records_name, "record_flags": list(record_flags),
@@ -213,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       scores = []
       for seed in args.finetune_seeds:
         run = pf.finetune_glue(task, os.path.join(work, "finetuning", name, f"{task}_seed{seed}"), pretrained,
-                               vocab, args.data_dir, glue_flags(args, seed), say, args.threads)
+                               vocab, args.data_dir, pf.glue_flags(args, seed), say, args.threads)
         scores.append(run["eval_results"]["accuracy"])
         say(f"{name}: {task} dev accuracy {scores[-1]:.4f} (seed {seed})")
       row[task], row[f"{task}_accuracies"] = _mean(scores), scores
@@ -238,14 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f", first {args.max_train_examples} training examples" if args.max_train_examples else "")
             + (f"; SQuAD: {args.squad_epochs} epochs, lr {args.squad_learning_rate}, doc_stride "
                f"{args.squad_doc_stride}" if squad else ""))
-  report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/bench_ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "host": platform.node(), "cpus": os.cpu_count(), "wall_seconds": round(time.time() - started, 1),
-            "budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows, "tables": markdown}
-  with open(os.path.join(work, "ablations.json"), "w", encoding="utf-8") as f:
-    json.dump(report, f, indent=2)
-  with open(os.path.join(work, "ablations.md"), "w", encoding="utf-8") as f:
-    f.write(f"Budget: {budget}\n\n{markdown}\n")
+  report = pf.write_report(work, "ablations", "bench_ablations.py", argv, started,
+                           {"budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows,
+                            "tables": markdown}, markdown)
   print(f"\nPretraining ablations at this machine's scale; budget: {budget}; corpus: "
         f"{corpus['corpus']['words']:,} words\n")
   print(markdown)

@@ -26,10 +26,8 @@ to fix, when ../shared/data lacks MRPC or SQuAD v1.1 dev, or a script failed (it
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -90,26 +88,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   return args
 
 
-def pretraining_flags(args, records: str, config_file: str) -> list[str]:
-  steps = args.pretrain_steps
-  loop = max(1, min(50, steps // 4))
-  return [f"--input_file={records}", f"--bert_config_file={config_file}", f"--max_seq_length={args.max_seq_length}",
-          f"--max_predictions_per_seq={args.max_predictions_per_seq}",
-          f"--train_batch_size={args.pretrain_batch_size}", f"--learning_rate={args.pretrain_learning_rate}",
-          f"--num_train_steps={steps}", f"--num_warmup_steps={int(steps * args.pretrain_warmup_fraction)}",
-          f"--save_checkpoints_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
-          "--distribution_strategy=one_device", f"--seed={args.pretrain_seed}"]
-
-
-def finetuning_flags(args, seed: int) -> list[str]:
-  flags = [f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.finetune_batch_size}",
-           f"--learning_rate={args.finetune_learning_rate}", f"--num_train_epochs={args.finetune_epochs}",
-           f"--seed={seed}", "--eval_batch_size=32"]
-  if args.max_train_examples:
-    flags.append(f"--max_train_examples={args.max_train_examples}")
-  return flags
-
-
 def size_of(config_file: str) -> dict:
   with open(config_file, encoding="utf-8") as f:
     c = json.load(f)
@@ -148,8 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   say(f"corpus: {corpus['corpus']['documents']} documents, {corpus['corpus']['words']:,} words; held out: "
       f"{corpus['heldout']['documents']} documents, {corpus['heldout']['words']:,} words")
   vocab = pf.learn_vocab(work, args.vocab_size, say, args.threads)
-  with open(vocab, encoding="utf-8") as f:
-    vocab_size = sum(1 for _ in f)
+  vocab_size = pf.vocab_size_of(vocab)
   masking = [f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
              "--random_seed=12345"]
   records = pf.create_records(work, "bert", "corpus", masking + [f"--dupe_factor={args.dupe_factor}"], say,
@@ -163,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = size_of(config_file)
     pretrained = os.path.join(work, "pretraining", name)
     say(f"== {name}: L={size['L']} H={size['H']} A={size['A']}")
-    pre = pf.pretrain(pretrained, pretraining_flags(args, records, config_file), say, args.threads)
+    pre = pf.pretrain(pretrained, pf.pretraining_flags(args, records, config_file), say, args.threads)
     ppl_dir = pretrained + "_logs"
     ppl_path = os.path.join(ppl_dir, "heldout_perplexity.json")
     if os.path.isfile(ppl_path):
@@ -178,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     accuracies = []
     for seed in args.finetune_seeds:
       run = pf.finetune_glue("MRPC", os.path.join(work, "finetuning", name, f"MRPC_seed{seed}"), pretrained, vocab,
-                             args.data_dir, finetuning_flags(args, seed), say, args.threads)
+                             args.data_dir, pf.glue_flags(args, seed), say, args.threads)
       accuracies.append(run["eval_results"]["accuracy"])
       say(f"{name}: MRPC dev accuracy {run['eval_results']['accuracy']:.4f} (seed {seed})")
     rows.append({"name": name, **size, "encoder_parameters": encoder_parameters(size, vocab_size,
@@ -194,14 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f", seed {args.pretrain_seed}); MRPC: {args.finetune_epochs} epochs, lr {args.finetune_learning_rate},"
             f" batch {args.finetune_batch_size}, seeds {args.finetune_seeds}"
             + (f", first {args.max_train_examples} training examples" if args.max_train_examples else ""))
-  report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/bench_model_size.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "host": platform.node(), "cpus": os.cpu_count(), "wall_seconds": round(time.time() - started, 1),
-            "budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows, "table": markdown}
-  with open(os.path.join(work, "model_size.json"), "w", encoding="utf-8") as f:
-    json.dump(report, f, indent=2)
-  with open(os.path.join(work, "model_size.md"), "w", encoding="utf-8") as f:
-    f.write(f"Budget: {budget}\n\n{markdown}\n")
+  report = pf.write_report(work, "model_size", "bench_model_size.py", argv, started,
+                           {"budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows,
+                            "table": markdown}, markdown)
   print(f"\nModel size (Table 6 at this machine's scale); budget: {budget}; corpus: "
         f"{corpus['corpus']['words']:,} words, held-out {corpus['heldout']['words']:,} words; vocab {vocab_size}\n")
   print(markdown)

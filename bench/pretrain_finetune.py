@@ -18,9 +18,11 @@ Every stage writes its output under the work directory and is skipped when a pre
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -342,6 +344,51 @@ def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, m
     raise StageError(f"{records} holds no masked-LM predictions")
   return {"perplexity": math.exp(loss / weight), "mlm_loss": loss / weight, "mlm_accuracy": correct / weight,
           "predictions": int(weight), "checkpoint": prefix}
+
+
+# -- The scripts' flags, from the benchmarks' common arguments -----------------------------------------------------
+
+
+def pretraining_flags(args, records: str, config_file: str, extra: Sequence[str] = ()) -> list[str]:
+  """run_pretraining.py's flags for one budget (--pretrain_* of either benchmark), plus a variant's `extra`."""
+  steps = args.pretrain_steps
+  loop = max(1, min(50, steps // 4))
+  return [f"--input_file={records}", f"--bert_config_file={config_file}", f"--max_seq_length={args.max_seq_length}",
+          f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+          f"--train_batch_size={args.pretrain_batch_size}", f"--learning_rate={args.pretrain_learning_rate}",
+          f"--num_train_steps={steps}", f"--num_warmup_steps={int(steps * args.pretrain_warmup_fraction)}",
+          f"--save_checkpoints_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
+          "--distribution_strategy=one_device", f"--seed={args.pretrain_seed}", *extra]
+
+
+def glue_flags(args, seed: int) -> list[str]:
+  """run_classifier.py's flags (--finetune_*, --max_train_examples) for one fine-tuning seed."""
+  flags = [f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.finetune_batch_size}",
+           f"--learning_rate={args.finetune_learning_rate}", f"--num_train_epochs={args.finetune_epochs}",
+           f"--seed={seed}", "--eval_batch_size=32"]
+  if args.max_train_examples:
+    flags.append(f"--max_train_examples={args.max_train_examples}")
+  return flags
+
+
+def vocab_size_of(vocab_file: str) -> int:
+  with open(vocab_file, encoding="utf-8") as f:
+    return sum(1 for _ in f)
+
+
+def write_report(work_dir: str, stem: str, script: str, argv: Sequence[str] | None, started: float,
+                 fields: dict, markdown: str) -> dict:
+  """Writes <work_dir>/<stem>.json (date, command, host, wall time, then `fields`) and <stem>.md (the budget and
+  the tables); -> the report."""
+  report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": f"python bench/{script} " + " ".join(sys.argv[1:] if argv is None else argv),
+            "host": platform.node(), "cpus": os.cpu_count(), "wall_seconds": round(time.time() - started, 1),
+            **fields}
+  with open(os.path.join(work_dir, f"{stem}.json"), "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=2)
+  with open(os.path.join(work_dir, f"{stem}.md"), "w", encoding="utf-8") as f:
+    f.write(f"Budget: {fields['budget']}\n\n{markdown}\n")
+  return report
 
 
 # -- Tables ---------------------------------------------------------------------------------------------------------

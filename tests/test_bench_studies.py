@@ -147,7 +147,7 @@ def test_ablation_variants_and_tables():
 
 def test_pretraining_flags_give_every_variant_the_same_budget():
   args = bench_ablations.parse_args([])
-  flags = {name: bench_ablations.pretraining_flags(args, "r", "c", extra) for name, (_, _, extra) in
+  flags = {name: pf.pretraining_flags(args, "r", "c", extra) for name, (_, _, extra) in
            bench_ablations.VARIANTS.items()}
   common = flags["bert"]
   for name, values in flags.items():
