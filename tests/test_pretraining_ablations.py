@@ -17,7 +17,7 @@ from bert_tf.model.pretraining import (BertPretrainer, next_token_loss_terms, pr
                                        pretraining_loss_terms)
 from bert_tf.training import inputs, pretraining
 from test_encoder import randomize, tiny_config, tiny_inputs
-from test_pretraining_model import tiny_features
+from test_pretraining_model import numpy_lm_logits, tiny_features
 
 B, T = 3, 7  # tiny_inputs: row 0 full, row 1 has 4 real tokens, row 2 has 2
 
@@ -146,14 +146,8 @@ def test_ltr_pretrainer_outputs_next_token_logits_from_the_tied_head():
   inputs = tiny_inputs()
   out = model(inputs)
   assert set(out) == {"lm_logits"} and out["lm_logits"].shape == (B, T, 99)
-  head = model.mlm_head
   seq = model.encoder(inputs)["sequence_output"].numpy()
-  x = seq @ head.transform.kernel.numpy() + head.transform.bias.numpy()
-  x = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
-  x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
-  x = x * head.transform_layer_norm.gamma.numpy() + head.transform_layer_norm.beta.numpy()
-  logits = x @ model.encoder.word_embeddings.embeddings.numpy().T + head.output_bias.numpy()
-  np.testing.assert_allclose(out["lm_logits"].numpy(), logits, atol=1e-4, rtol=1e-5)
+  np.testing.assert_allclose(out["lm_logits"].numpy(), numpy_lm_logits(model, seq), atol=1e-4, rtol=1e-5)
   with pytest.raises(ValueError, match="no next-sentence head"):
     BertPretrainer(config, next_sentence=True)
 

@@ -13,6 +13,17 @@ from test_encoder import randomize, tiny_config, tiny_inputs
 B, T, P = 3, 7, 2
 
 
+def numpy_lm_logits(model: BertPretrainer, rows: np.ndarray) -> np.ndarray:
+  """The masked-LM head in numpy on encoder rows [..., H] -> [..., V]: dense, erf GELU, LayerNorm, then the tied
+  word embeddings and the output bias."""
+  head = model.mlm_head
+  x = rows @ head.transform.kernel.numpy() + head.transform.bias.numpy()
+  x = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+  x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+  x = x * head.transform_layer_norm.gamma.numpy() + head.transform_layer_norm.beta.numpy()
+  return x @ model.encoder.word_embeddings.embeddings.numpy().T + head.output_bias.numpy()
+
+
 def tiny_features(seed=0):
   features = tiny_inputs(seed)
   features.update({
@@ -36,14 +47,8 @@ def test_outputs_and_heads_against_numpy():
 
   enc = model.encoder(features)
   seq, pooled = enc["sequence_output"].numpy(), enc["pooled_output"].numpy()
-  head = model.mlm_head
-  x = np.stack([seq[b, features["masked_lm_positions"][b]] for b in range(B)])  # [B, P, H]
-  x = x @ head.transform.kernel.numpy() + head.transform.bias.numpy()
-  x = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
-  x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
-  x = x * head.transform_layer_norm.gamma.numpy() + head.transform_layer_norm.beta.numpy()
-  logits = x @ model.encoder.word_embeddings.embeddings.numpy().T + head.output_bias.numpy()
-  np.testing.assert_allclose(out["mlm_logits"].numpy(), logits, atol=1e-4, rtol=1e-5)
+  rows = np.stack([seq[b, features["masked_lm_positions"][b]] for b in range(B)])  # [B, P, H]
+  np.testing.assert_allclose(out["mlm_logits"].numpy(), numpy_lm_logits(model, rows), atol=1e-4, rtol=1e-5)
   nsp = pooled @ model.nsp_head.kernel.numpy() + model.nsp_head.bias.numpy()
   np.testing.assert_allclose(out["nsp_logits"].numpy(), nsp, atol=1e-5)
 
