@@ -125,18 +125,9 @@ def run_row(args, row: str, data: dict, converted: str, env) -> dict:
     command.append(f"--feature_based={row}")
   run = bench_glue.run_logged(command, env, os.path.join(args.work_dir, "logs", f"{row}.log"), row)
   run["row"] = row
-  results_path = os.path.join(output_dir, "eval_results.json")
-  predictions = os.path.join(output_dir, "eval_predictions.txt")
-  if run["returncode"]:
-    run["error"] = f"exit status {run['returncode']}; see {run['log']}"
+  own = bench_ner.read_ours(run, output_dir)
+  if own is None:
     return run
-  if not (os.path.isfile(results_path) and os.path.isfile(predictions)):
-    run["error"] = f"no {results_path} or {predictions}"
-    return run
-  with open(results_path, encoding="utf-8") as f:
-    own = json.load(f)
-  run["own_f1"] = own["f1"]
-  run["metrics"] = bench_ner.score(predictions)
   run.update(steps=own.get("train_steps"), train_windows=own.get("train_windows"),
              train_seconds=own.get("train_seconds"), predict_seconds=own.get("predict_seconds"))
   with open(run["log"], encoding="utf-8", errors="replace") as f:
@@ -252,10 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   table = _write(args, summary)
   print()
   print(table)
-  for problem in problems:
-    print(f"PROBLEM: {problem}", file=sys.stderr)
-  print(f"wrote {args.output_json} and {os.path.splitext(args.output_json)[0]}.md")
-  return 1 if problems else 0
+  return bench_glue.finish(args.output_json, problems)
 
 
 if __name__ == "__main__":

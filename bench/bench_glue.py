@@ -169,6 +169,15 @@ def run_logged(command: list[str], env: dict[str, str], log_path: str, label: st
           "output_tail": tail if returncode else None}
 
 
+def finish(output_json: str, problems: Sequence[str]) -> int:
+  """A benchmark's last lines: each problem on stderr, where the results went; -> the exit status (1 with
+  problems)."""
+  for problem in problems:
+    print(f"PROBLEM: {problem}", file=sys.stderr)
+  print(f"wrote {output_json} and {os.path.splitext(output_json)[0]}.md")
+  return 1 if problems else 0
+
+
 def subprocess_env(threads: int) -> dict[str, str]:
   """The same thread settings for both implementations."""
   env = dict(os.environ)
@@ -430,10 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(json.dumps({k: summary[k] for k in ("versions", "settings", "tasks", "problems")}, indent=2))
   print()
   print(table)
-  for problem in problems:
-    print(f"PROBLEM: {problem}", file=sys.stderr)
-  print(f"wrote {args.output_json} and {os.path.splitext(args.output_json)[0]}.md")
-  return 1 if problems else 0
+  return finish(args.output_json, problems)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,25 @@ def _fresh(directory: str) -> str:
   return directory
 
 
+def read_ours(run: dict, output_dir: str) -> dict | None:
+  """After a `run_ner.py --do_eval` process (`run` from bench_glue.run_logged): its own eval_results.json, with
+  run["own_f1"] and run["metrics"] (its eval_predictions.txt rescored by `score`) set; None, with run["error"],
+  when it failed or left either file out."""
+  results_path = os.path.join(output_dir, "eval_results.json")
+  predictions = os.path.join(output_dir, "eval_predictions.txt")
+  if run["returncode"]:
+    run["error"] = f"exit status {run['returncode']}; see {run['log']}"
+    return None
+  if not (os.path.isfile(results_path) and os.path.isfile(predictions)):
+    run["error"] = f"no {results_path} or {predictions}"
+    return None
+  with open(results_path, encoding="utf-8") as f:
+    own = json.load(f)
+  run["own_f1"] = own["f1"]
+  run["metrics"] = score(predictions)
+  return own
+
+
 def run_ours(args, seed: int, data: dict, converted: str, model_dir: str, env) -> dict:
   base = _fresh(os.path.join(args.work_dir, "ours", f"seed{seed}"))
   output_dir = os.path.join(base, "out")
@@ -222,18 +241,9 @@ def run_ours(args, seed: int, data: dict, converted: str, model_dir: str, env) -
   run = bench_glue.run_logged(command, env, os.path.join(args.work_dir, "logs", f"ours_seed{seed}.log"),
                               f"ours seed {seed}")
   run["output_dir"] = output_dir
-  results_path = os.path.join(output_dir, "eval_results.json")
-  predictions = os.path.join(output_dir, "eval_predictions.txt")
-  if run["returncode"]:
-    run["error"] = f"exit status {run['returncode']}; see {run['log']}"
+  own = read_ours(run, output_dir)
+  if own is None:
     return run
-  if not (os.path.isfile(results_path) and os.path.isfile(predictions)):
-    run["error"] = f"no {results_path} or {predictions}"
-    return run
-  with open(results_path, encoding="utf-8") as f:
-    own = json.load(f)
-  run["own_f1"] = own["f1"]
-  run["metrics"] = score(predictions)
   run.update(train_sentences=own.get("train_sentences"), steps=own.get("train_steps"),
              train_seconds=own.get("train_seconds"), eval_sentences=own.get("dev_sentences", own.get("eval_sentences")),
              predict_seconds=own.get("predict_seconds"))
@@ -440,10 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(json.dumps({k: summary[k] for k in ("software", "settings", "data", "summary", "problems")}, indent=2))
   print()
   print(table)
-  for problem in problems:
-    print(f"PROBLEM: {problem}", file=sys.stderr)
-  print(f"wrote {args.output_json} and {os.path.splitext(args.output_json)[0]}.md")
-  return 1 if problems else 0
+  return bench_glue.finish(args.output_json, problems)
 
 
 if __name__ == "__main__":

@@ -443,10 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       first = runs[version][0].get("ours", {}).get("output_dir")
       print(f"  {version}: {os.path.join(first, 'squad_model')}  {os.path.join(first, 'predictions.json')}  "
             f"{os.path.join(first, 'null_odds.json')}  eval split {splits[version]['files']['eval']}")
-  for problem in problems:
-    print(f"PROBLEM: {problem}", file=sys.stderr)
-  print(f"wrote {args.output_json} and {os.path.splitext(args.output_json)[0]}.md")
-  return 1 if problems else 0
+  return bench_glue.finish(args.output_json, problems)
 
 
 if __name__ == "__main__":

@@ -494,10 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(json.dumps({k: summary[k] for k in ("software", "settings", "split", "summary", "problems")}, indent=2))
   print()
   print(table)
-  for problem in problems:
-    print(f"PROBLEM: {problem}", file=sys.stderr)
-  print(f"wrote {args.output_json} and {os.path.splitext(args.output_json)[0]}.md")
-  return 1 if problems else 0
+  return bench_glue.finish(args.output_json, problems)
 
 
 if __name__ == "__main__":
