@@ -134,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"the sides answered different numbers of questions: {questions}", file=sys.stderr)
     return 1
   n = questions.pop()
-  lines = ["| round | load before | ours s | peer s | ours q/s | peer q/s | ours / peer |", "|---|---|---|---|---|---|---|"]
+  lines = ["| round | load before | ours s | peer s | ours q/s | peer q/s | ours / peer |",
+           "|---|---|---|---|---|---|---|"]
   ratios = []
   for r in rounds:
     ours, peer = r["ours"]["predict_seconds"], r["peer"]["predict_seconds"]

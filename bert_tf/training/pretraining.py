@@ -300,6 +300,7 @@ def run_options(config: PretrainingConfig) -> dict:
 
 _OBJECTIVE_FLAGS = {"bert": "neither --no_nsp nor --left_to_right", "no_nsp": "--no_nsp",
                     "left_to_right": "--left_to_right"}
+_RESUME_FIX = "rerun with that run's flags to resume it, or use another --output_dir"
 
 
 def check_resume_options(config: PretrainingConfig) -> None:
@@ -322,8 +323,7 @@ def check_resume_options(config: PretrainingConfig) -> None:
       there = _OBJECTIVE_FLAGS["bert"] if has_nsp else "--no_nsp or --left_to_right"
       raise ValueError(f"{config.output_dir} holds checkpoints of a run with {there} ({latest} "
                        f"{'has a' if has_nsp else 'has no'} next-sentence head); this run has "
-                       f"{_OBJECTIVE_FLAGS[config.objective]}: rerun with that run's flags to resume it, or use "
-                       "another --output_dir")
+                       f"{_OBJECTIVE_FLAGS[config.objective]}: {_RESUME_FIX}")
     return
   with fileio.open_file(path, "r") as f:
     recorded = json.load(f)
@@ -332,12 +332,12 @@ def check_resume_options(config: PretrainingConfig) -> None:
   objective = recorded.get("objective")
   if objective != wanted["objective"]:
     there = _OBJECTIVE_FLAGS.get(objective, objective)
-    raise ValueError(f"{config.output_dir} holds checkpoints of a run with {there} ({latest}); this run has {_OBJECTIVE_FLAGS[wanted['objective']]}: rerun with that run's "
-                     "flags to resume it, or use another --output_dir")
+    raise ValueError(f"{config.output_dir} holds checkpoints of a run with {there} ({latest}); this run has "
+                     f"{_OBJECTIVE_FLAGS[wanted['objective']]}: {_RESUME_FIX}")
   differ = ", ".join(f"--{k}={recorded.get(k)} there, {wanted.get(k)} here" for k in sorted({*recorded, *wanted})
                      if recorded.get(k) != wanted.get(k))
   raise ValueError(f"{config.output_dir} holds checkpoints of a run with other masking options ({differ}; "
-                   f"{path}): rerun with that run's flags to resume it, or use another --output_dir")
+                   f"{path}): {_RESUME_FIX}")
 
 
 def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
