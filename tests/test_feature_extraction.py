@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from bert_tf.config import BertConfig
+from bert_tf.tasks import classification
 from bert_tf.tasks import feature_extraction as fe
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -266,12 +267,10 @@ def test_read_examples(tmp_path):
 def test_layers_and_truncation():
   assert fe.parse_layers("-2,-1", 2) == [-2, -1]
   assert fe.parse_layers("1, 0,-1", 2) == [1, 0, -1]
-  a, b = list("abcde"), list("xy")
-  fe.truncate_seq_pair(a, b, 4)
-  assert (a, b) == (list("ab"), list("xy"))
-  a, b = list("abc"), list("xyz")
-  fe.truncate_seq_pair(a, b, 4)
-  assert (a, b) == (list("ab"), list("xy"))
+  # The truncation convert_examples_to_features uses (classification.truncate_lengths): the longer side first,
+  # b on ties.
+  assert classification.truncate_lengths(5, 2, 4) == (2, 2)
+  assert classification.truncate_lengths(3, 3, 4) == (2, 2)
 
 
 def _error(files, tmp_path, **changes):

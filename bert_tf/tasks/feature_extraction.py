@@ -35,6 +35,7 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.tasks import classification
 
 GELU_FORMS = ("auto", "erf", "tanh")
 # A line is a pair when it has " ||| " in it; the greedy first group makes the last one the separator.
@@ -90,12 +91,6 @@ def read_examples(input_file: str) -> list[InputExample]:
   return examples
 
 
-def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_length: int) -> None:
-  """Drops the last token of the longer list (of b when equal) until both fit in `max_length`; in place."""
-  while len(tokens_a) + len(tokens_b) > max_length:
-    (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def convert_examples_to_features(examples: Sequence[InputExample], seq_length: int,
                                  tokenizer) -> list[InputFeatures]:
   """[CLS] a [SEP] (type 0) and b [SEP] (type 1), truncated to `seq_length`, ids padded with 0 to it."""
@@ -105,8 +100,9 @@ def convert_examples_to_features(examples: Sequence[InputExample], seq_length: i
     # A b that tokenizes to nothing (say, control characters alone) makes a one-sentence example, as in the
     # reference.
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-      truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)  # room for [CLS] [SEP] [SEP]
+    if tokens_b:  # google-research's _truncate_seq_pair, with room for [CLS] [SEP] [SEP]
+      keep_a, keep_b = classification.truncate_lengths(len(tokens_a), len(tokens_b), seq_length - 3)
+      tokens_a, tokens_b = tokens_a[:keep_a], tokens_b[:keep_b]
     else:
       tokens_a = tokens_a[:seq_length - 2]
     tokens = ["[CLS]", *tokens_a, "[SEP]"]
