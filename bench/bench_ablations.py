@@ -14,16 +14,20 @@ sequence length, learning rate, warmup and seed) for every variant:
 
 (Table 8's rows read [MASK] / SAME / RND as in the paper: 80/0/20 is 80% [MASK], none kept, 20% random.)
 
-then fine-tunes each on MRPC and RTE (scripts/run_classifier.py on ../shared/data/glue) and on a SQuAD v1.1 split
+then fine-tunes each on MRPC and RTE (scripts/run_classifier.py on ../shared/data/glue), on a SQuAD v1.1 split
 (scripts/run_squad.py --do_train --do_eval; the first --squad_train_articles articles of dev-v1.1.json train, the
-last --squad_eval_articles evaluate; neither is in the pretraining corpus), and prints Table 5 (bert, no_nsp,
-ltr_no_nsp) and Table 8 (bert = 80/10/10, mask_100_0_0, mask_80_0_20): dev accuracy, dev accuracy, SQuAD F1 / EM.
+last --squad_eval_articles evaluate; neither is in the pretraining corpus) and on CoNLL-2003 NER (scripts/run_ner.py
+on the first whole documents of eng.train holding --ner_train_sentences sentences, scored on eng.testa), and trains
+the paper's feature-based NER tagger on its frozen features (run_ner.py --feature_based; Table 8 has both NER
+columns). Each masked-LM encoder's held-out masked-LM perplexity is measured on records of the held-out documents
+(80/10/10 masks, the same for every variant; none for the LTR model, whose loss is another task). Prints Table 5
+(bert, no_nsp, ltr_no_nsp) and Table 8 (bert = 80/10/10, mask_100_0_0, mask_80_0_20, mask_80_20_0).
 The corpus is pretrain_finetune.build_corpus's (the embedded corpus and the other SQuAD dev articles; the same
 documents bench_model_size.py pretrains on, its held-out tenth left out here too).
 
-  python bench/bench_ablations.py                  # 6 variants x 500 steps of 32 x 128 tokens, L2/H128 (~25 min)
-  python bench/bench_ablations.py --smoke          # 2 variants, 40 steps, 1 epoch on 300 examples (~4 min)
-  python bench/bench_ablations.py --variants=bert,no_nsp --no_squad
+  python bench/bench_ablations.py                  # 6 variants x 4,000 steps of 32 x 128 tokens, L2/H128, 3 seeds
+  python bench/bench_ablations.py --smoke          # 2 variants, 40 steps, 1 epoch on 300 examples (~5 min)
+  python bench/bench_ablations.py --variants=bert,no_nsp --no_squad --no_ner
 
 Rerunning with the same --work_dir reuses every finished stage (and refuses a stage finished with other
 settings); writes <work_dir>/ablations.json and ablations.md and prints the tables. Exits non-zero, naming what
@@ -33,6 +37,7 @@ to fix, when ../shared/data lacks a file or a script failed (its log's tail is p
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -80,12 +85,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--dupe_factor", type=int, default=None, help="Default 3 (smoke: 1).")
   p.add_argument("--heldout_every", type=int, default=10,
                  help="As bench_model_size.py: every k-th document is left out, so both pretrain on one text.")
-  p.add_argument("--pretrain_steps", type=int, default=None, help="Default 500 (smoke: 40).")
+  p.add_argument("--pretrain_steps", type=int, default=None, help="Default 4000 (smoke: 40).")
   p.add_argument("--pretrain_batch_size", type=int, default=32)
   p.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
   p.add_argument("--pretrain_warmup_fraction", type=float, default=0.3)
   p.add_argument("--pretrain_seed", type=int, default=12345)
-  p.add_argument("--finetune_seeds", default="1", help="Comma-separated fine-tuning seeds (scores averaged).")
+  p.add_argument("--finetune_seeds", default=None, help="Comma-separated fine-tuning seeds, scores averaged "
+                 "(default 1,2,3; smoke: 1).")
   p.add_argument("--finetune_epochs", type=float, default=None, help="GLUE epochs. Default 2 (smoke: 1).")
   p.add_argument("--finetune_learning_rate", type=float, default=3e-4,
                  help="Google's miniature BERTs were fine-tuned at 1e-4 to 5e-4.")
@@ -98,11 +104,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--squad_learning_rate", type=float, default=3e-4)
   p.add_argument("--squad_doc_stride", type=int, default=64)
   p.add_argument("--squad_max_query_length", type=int, default=32)
+  p.add_argument("--no_ner", action="store_true", help="Skip both NER columns.")
+  p.add_argument("--ner_train_sentences", type=int, default=None,
+                 help="The first whole documents of eng.train holding at least this many sentences (default 3000; "
+                 "smoke: 100; 0: all 14,041).")
+  p.add_argument("--ner_eval_sentences", type=int, default=None,
+                 help="Of eng.testa, likewise (default 0: all 3,250; smoke: 100).")
+  p.add_argument("--ner_epochs", type=float, default=None, help="Default 3 (smoke: 1).")
+  p.add_argument("--ner_learning_rate", type=float, default=3e-4, help="NER fine-tuning.")
+  p.add_argument("--ner_feature_based", default="auto",
+                 help="The feature choice of the feature-based NER column (feature_choice.CHOICES), '' for none, "
+                 "or auto: the paper's concat_last_four with 4 or more layers, else weighted_sum_all.")
+  p.add_argument("--ner_feature_learning_rate", type=float, default=1e-3,
+                 help="The feature-based tagger's, which trains from scratch.")
   p.add_argument("--threads", type=int, default=0, help="OMP/TF intra-op threads of each script (0: default).")
   args = p.parse_args(argv)
-  defaults = dict(dupe_factor=(1, 3), pretrain_steps=(40, 500), finetune_epochs=(1.0, 2.0),
+  defaults = dict(dupe_factor=(1, 3), pretrain_steps=(40, 4000), finetune_epochs=(1.0, 2.0),
                   max_train_examples=(300, 0), squad_train_articles=(1, 4), squad_eval_articles=(1, 2),
-                  squad_epochs=(0.2, 1.0), variants=("bert,ltr_no_nsp", ",".join(VARIANTS)))
+                  squad_epochs=(0.2, 1.0), variants=("bert,ltr_no_nsp", ",".join(VARIANTS)),
+                  finetune_seeds=("1", "1,2,3"), ner_train_sentences=(100, 3000), ner_eval_sentences=(100, 0),
+                  ner_epochs=(1.0, 3.0))
   for name, (small, full) in defaults.items():
     if getattr(args, name) is None:
       setattr(args, name, small if args.smoke else full)
@@ -115,7 +136,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   args.finetune_seeds = [int(s) for s in args.finetune_seeds.split(",") if s]
   if not args.finetune_seeds or args.pretrain_steps < 1:
     p.error("--finetune_seeds needs a seed and --pretrain_steps must be >= 1")
+  if args.ner_train_sentences < 0 or args.ner_eval_sentences < 0:
+    p.error("--ner_train_sentences and --ner_eval_sentences must be >= 0 (0: the whole file)")
+  if args.ner_feature_based not in ("", "auto"):
+    from bert_tf.tasks import feature_choice  # pylint: disable=import-outside-toplevel
+
+    try:
+      feature_choice.check_choice(args.ner_feature_based, flag="--ner_feature_based")
+    except ValueError as e:
+      p.error(str(e))
   return args
+
+
+def ner_feature_choice(flag: str, num_hidden_layers: int) -> str:
+  """The feature-based column's choice: the flag's, or for auto the paper's (appendix C.2: the last four layers
+  concatenated) where the model has four layers, else the mix of every layer, which a 2-layer model has."""
+  if flag != "auto":
+    return flag
+  return "concat_last_four" if num_hidden_layers >= 4 else "weighted_sum_all"
 
 
 def squad_flags(args, seed: int) -> list[str]:
@@ -129,15 +167,26 @@ def _mean(values: list[float]) -> float | None:
   return statistics.mean(values) if values else None
 
 
-def tables(rows: dict[str, dict], squad: bool) -> str:
-  """Table 5 and Table 8 (whichever rows were run), markdown."""
+def tables(rows: dict[str, dict], squad: bool, ner: bool, feature_choice: str | None) -> str:
+  """Table 5 and Table 8 (whichever rows were run), markdown: means over the fine-tuning seeds."""
   header = ["MRPC dev acc", "RTE dev acc"] + (["SQuAD F1", "SQuAD EM"] if squad else [])
+  if ner:
+    header += ["NER dev F1 (fine-tune)"] + ([f"NER dev F1 (feature-based, {feature_choice})"] if feature_choice
+                                           else [])
+  header.append("held-out MLM ppl")
+
+  def number(value, spec=".1f"):
+    return "-" if value is None else format(value, spec)
 
   def cells(r):
     out = [pf.percent(r.get("MRPC")), pf.percent(r.get("RTE"))]
     if squad:
-      out += ["-" if r.get("squad_f1") is None else f"{r['squad_f1']:.1f}",
-              "-" if r.get("squad_em") is None else f"{r['squad_em']:.1f}"]
+      out += [number(r.get("squad_f1")), number(r.get("squad_em"))]
+    if ner:
+      out.append(number(r.get("ner_f1")))
+      if feature_choice:
+        out.append(number(r.get("ner_feature_f1")))
+    out.append(number(r.get("heldout_perplexity"), ".0f"))
     return out
 
   parts = []
@@ -151,9 +200,24 @@ def tables(rows: dict[str, dict], squad: bool) -> str:
   return "\n\n".join(parts)
 
 
+def _heldout_perplexity(pretrained: str, heldout_records: str, args, say) -> dict:
+  """pf.heldout_perplexity, kept in <pretrained>_logs/heldout_perplexity.json (computed once)."""
+  path = os.path.join(pretrained + "_logs", "heldout_perplexity.json")
+  if os.path.isfile(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  ppl = pf.heldout_perplexity(pretrained, heldout_records, args.max_seq_length, args.max_predictions_per_seq)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(ppl, f, indent=2)
+  say(f"held-out masked-LM perplexity {ppl['perplexity']:.2f} (accuracy {ppl['mlm_accuracy']:.4f}, "
+      f"{ppl['predictions']} predictions)")
+  return ppl
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  pf.check_data(args.data_dir, pf.GLUE_TASKS, squad=True)
+  squad, ner = not args.no_squad, not args.no_ner
+  pf.check_data(args.data_dir, pf.GLUE_TASKS, squad=True, conll=ner)
   work = os.path.abspath(args.work_dir)
   os.makedirs(work, exist_ok=True)
   started = time.time()
@@ -161,7 +225,6 @@ def main(argv: Sequence[str] | None = None) -> int:
   def say(text: str) -> None:
     print(f"[{time.time() - started:7.1f} s] {text}", flush=True)
 
-  squad = not args.no_squad
   corpus = pf.build_corpus(work, args.data_dir, args.squad_train_articles, args.squad_eval_articles,
                            args.heldout_every)
   say(f"corpus: {corpus['corpus']['documents']} documents, {corpus['corpus']['words']:,} words"
@@ -173,6 +236,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   config_file = pf.write_bert_config(work, args.bert_config, vocab_size, args.max_seq_length)
   common = [f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
             f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
+  # One held-out set for every masked-LM variant: default (80/10/10) masks, as bench_model_size.py's.
+  heldout = pf.create_records(work, "heldout", "heldout", common[:2] + ["--dupe_factor=2", "--random_seed=12345"],
+                              say, args.threads)
+  choice = None
+  if ner:
+    conll = pf.conll_split(work, args.data_dir, args.ner_train_sentences, args.ner_eval_sentences)
+    say(f"CoNLL-2003: eng.train {conll['eng.train']}, eng.testa {conll['eng.testa']}")
+    with open(config_file, encoding="utf-8") as f:
+      choice = ner_feature_choice(args.ner_feature_based, json.load(f)["num_hidden_layers"]) or None
 
   rows: dict[str, dict] = {}
   for name in args.variants:
@@ -185,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     row: dict = {"label": label, "pretrain_seconds": pre["seconds"], "pretrain_last_log": pre["last_log"],
                  "records": records_name, "record_flags": list(record_flags),
                  "pretrain_flags": list(pretrain_extra)}
+    if "--left_to_right" not in pretrain_extra:
+      ppl = _heldout_perplexity(pretrained, heldout, args, lambda text, n=name: say(f"{n}: {text}"))
+      row.update(heldout_perplexity=ppl["perplexity"], heldout_mlm_accuracy=ppl["mlm_accuracy"])
     for task in pf.GLUE_TASKS:
       scores = []
       for seed in args.finetune_seeds:
@@ -203,9 +278,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ems.append(run["eval_results"]["exact_match"])
         say(f"{name}: SQuAD F1 {f1s[-1]:.2f} EM {ems[-1]:.2f} (seed {seed})")
       row.update(squad_f1=_mean(f1s), squad_em=_mean(ems), squad_f1s=f1s, squad_ems=ems)
+    if ner:
+      for column, feature_based in (("ner_f1", None), ("ner_feature_f1", choice)):
+        if column == "ner_feature_f1" and not feature_based:
+          continue
+        f1s = []
+        for seed in args.finetune_seeds:
+          folder = f"NER_{feature_based}_seed{seed}" if feature_based else f"NER_seed{seed}"
+          run = pf.finetune_ner(os.path.join(work, "finetuning", name, folder), pretrained, vocab, conll["dir"],
+                                pf.ner_flags(args, seed, feature_based), say, args.threads)
+          f1s.append(run["eval_results"]["f1"])
+          say(f"{name}: NER{' ' + feature_based if feature_based else ''} dev F1 {f1s[-1]:.2f} (seed {seed})")
+        row[column], row[column + "s"] = _mean(f1s), f1s
     rows[name] = row
 
-  markdown = tables(rows, squad)
+  markdown = tables(rows, squad, ner, choice)
   budget = (f"{args.bert_config} ({vocab_size} tokens); pretraining {args.pretrain_steps} steps x batch "
             f"{args.pretrain_batch_size} x {args.max_seq_length} tokens (lr {args.pretrain_learning_rate}, warmup "
             f"{int(args.pretrain_steps * args.pretrain_warmup_fraction)}, seed {args.pretrain_seed}, records "
@@ -213,9 +300,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.finetune_learning_rate}, batch {args.finetune_batch_size}, seeds {args.finetune_seeds}"
             + (f", first {args.max_train_examples} training examples" if args.max_train_examples else "")
             + (f"; SQuAD: {args.squad_epochs} epochs, lr {args.squad_learning_rate}, doc_stride "
-               f"{args.squad_doc_stride}" if squad else ""))
+               f"{args.squad_doc_stride}" if squad else "")
+            + (f"; NER: {conll['eng.train']['sentences']} eng.train sentences, {args.ner_epochs} epochs, lr "
+               f"{args.ner_learning_rate} (fine-tune) / {args.ner_feature_learning_rate} (feature-based "
+               f"{choice}), scored on {conll['eng.testa']['sentences']} eng.testa sentences" if ner else ""))
   report = pf.write_report(work, "ablations", "bench_ablations.py", argv, started,
-                           {"budget": budget, "corpus": corpus, "vocab_size": vocab_size, "rows": rows,
+                           {"budget": budget, "corpus": corpus, "conll": conll if ner else None,
+                            "vocab_size": vocab_size, "rows": rows,
                             "tables": markdown}, markdown)
   print(f"\nPretraining ablations at this machine's scale; budget: {budget}; corpus: "
         f"{corpus['corpus']['words']:,} words\n")

@@ -32,6 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
 DEFAULT_DATA_DIR = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
 SQUAD_FILE = os.path.join("squad", "dev-v1.1.json")
+CONLL_FILES = (os.path.join("conll2003", "eng.train"), os.path.join("conll2003", "eng.testa"))
 GLUE_TASKS = ("MRPC", "RTE")
 DONE = ".done"
 
@@ -40,16 +41,18 @@ class StageError(RuntimeError):
   """A script the benchmark ran failed; the message names its log and quotes its last lines."""
 
 
-def check_data(data_dir: str, tasks: Sequence[str], squad: bool = True) -> None:
+def check_data(data_dir: str, tasks: Sequence[str], squad: bool = True, conll: bool = False) -> None:
   """Raises SystemExit naming what is missing from `data_dir` (../shared/data) and what to do."""
   needed = [os.path.join("glue", task, split) for task in tasks for split in ("train.tsv", "dev.tsv")]
   if squad:
     needed.append(SQUAD_FILE)
+  if conll:
+    needed.extend(CONLL_FILES)
   missing = [p for p in needed if not os.path.isfile(os.path.join(data_dir, p))]
   if missing:
-    raise SystemExit(f"--data_dir={data_dir} lacks {', '.join(missing)}: these benchmarks read the real GLUE and "
-                     "SQuAD files of ../shared/data (see its README.md); pass --data_dir=<a folder holding "
-                     "glue/MRPC, glue/RTE and squad/dev-v1.1.json>")
+    raise SystemExit(f"--data_dir={data_dir} lacks {', '.join(missing)}: these benchmarks read the real GLUE, "
+                     "SQuAD and CoNLL-2003 files of ../shared/data (see its README.md); pass --data_dir=<a folder "
+                     "holding glue/MRPC, glue/RTE, squad/dev-v1.1.json and conll2003/eng.{train,testa}>")
 
 
 # -- Corpus ---------------------------------------------------------------------------------------------------------
@@ -128,6 +131,32 @@ def build_corpus(work_dir: str, data_dir: str, squad_train_articles: int, squad_
       description[name] = {"file": path, "articles": [f"{i}: {articles[i]['title']}" for i in ids],
                            "questions": sum(len(p["qas"]) for a in part["data"] for p in a["paragraphs"])}
   fileio.write_text_atomic(os.path.join(data, "corpus.json"), json.dumps(description, indent=2) + "\n")
+  return description
+
+
+def conll_split(work_dir: str, data_dir: str, train_sentences: int, eval_sentences: int) -> dict:
+  """<work_dir>/data/conll/eng.train and eng.testa: the leading whole documents of ../shared/data's files holding
+  at least `train_sentences` / `eval_sentences` sentences (0: the whole file), verbatim (bench_ner.py's
+  subsets). -> {"dir", "eng.train": {"documents", "sentences"}, "eng.testa": {...}}."""
+  from bench_ner import first_documents  # pylint: disable=import-outside-toplevel
+
+  from bert_tf import fileio
+
+  directory = os.path.join(work_dir, "data", "conll")
+  description: dict = {"dir": directory}
+  for path, wanted in zip(CONLL_FILES, (train_sentences, eval_sentences)):
+    name = os.path.basename(path)
+    with open(os.path.join(data_dir, path), encoding="utf-8") as f:
+      try:
+        text, counts = first_documents(f.read(), wanted)
+      except ValueError as e:
+        raise SystemExit(f"{os.path.join(data_dir, path)}: {e}; lower --ner_"
+                         f"{'train' if name == 'eng.train' else 'eval'}_sentences") from None
+    target = os.path.join(directory, name)
+    if not os.path.exists(target) or open(target, encoding="utf-8").read() != text:
+      os.makedirs(directory, exist_ok=True)
+      fileio.write_text_atomic(target, text)
+    description[name] = counts
   return description
 
 
@@ -310,6 +339,24 @@ def finetune_squad(output_dir: str, pretrained_dir: str, vocab: str, train_file:
   return stage(output_dir + "_logs", {"flags": full}, run, say)
 
 
+def finetune_ner(output_dir: str, pretrained_dir: str, vocab: str, conll_dir: str, flags: list[str], say,
+                 threads: int = 0) -> dict:
+  """scripts/run_ner.py --do_train --do_eval on `conll_dir` (eng.train, eng.testa; IOB1 read, IOB2 labels); its
+  eval_results.json (conlleval's overall "f1", in percent, among others)."""
+  full = [f"--data_dir={conll_dir}", f"--vocab_file={vocab}", f"--init_checkpoint={pretrained_dir}",
+          f"--output_dir={output_dir}", "--do_train", "--do_eval", "--tag_scheme=IOB1", "--label_scheme=IOB2",
+          f"--features_dir={os.path.join(os.path.dirname(vocab), 'features')}",
+          "--distribution_strategy=one_device", *flags]
+
+  def run():
+    seconds = run_script("run_ner.py", full, os.path.join(output_dir + "_logs", "run_ner.log"), say, threads)
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+      results = json.load(f)
+    return {"seconds": round(seconds, 1), "eval_results": results}
+
+  return stage(output_dir + "_logs", {"flags": full}, run, say)
+
+
 def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, max_predictions_per_seq: int,
                        batch_size: int = 64) -> dict:
   """exp(mean masked-LM cross-entropy) of the final pretraining checkpoint's encoder and masked-LM head over
@@ -323,7 +370,15 @@ def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, m
   from bert_tf.training import inputs
 
   config = BertConfig.from_json_file(os.path.join(pretrained_dir, "bert_config.json"))
-  model = BertPretrainer(config)
+  if config.causal_attention:
+    raise StageError(f"{pretrained_dir} is a left-to-right LM: its next-token loss is no masked-LM perplexity")
+  # A --no_nsp run's checkpoint has no next-sentence head (its pretraining_options.json says so).
+  options_path = os.path.join(pretrained_dir, "pretraining_options.json")
+  objective = "bert"
+  if os.path.isfile(options_path):
+    with open(options_path, encoding="utf-8") as f:
+      objective = json.load(f).get("objective", "bert")
+  model = BertPretrainer(config, next_sentence=objective == "bert")
   prefix = tf.train.latest_checkpoint(os.path.join(pretrained_dir, "checkpoints"))
   if prefix is None:
     raise StageError(f"no training checkpoint under {pretrained_dir}/checkpoints")
@@ -359,6 +414,19 @@ def pretraining_flags(args, records: str, config_file: str, extra: Sequence[str]
           f"--num_train_steps={steps}", f"--num_warmup_steps={int(steps * args.pretrain_warmup_fraction)}",
           f"--save_checkpoints_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
           "--distribution_strategy=one_device", f"--seed={args.pretrain_seed}", *extra]
+
+
+def ner_flags(args, seed: int, feature_based: str | None = None) -> list[str]:
+  """run_ner.py's flags (--ner_*) for one seed: fine-tuning, or with `feature_based` (a FeatureChoice name) the
+  frozen encoder's features into the two-layer BiLSTM tagger (--ner_feature_learning_rate: it trains from
+  scratch)."""
+  rate = args.ner_feature_learning_rate if feature_based else args.ner_learning_rate
+  flags = [f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.finetune_batch_size}",
+           f"--learning_rate={rate}", f"--num_train_epochs={args.ner_epochs}", f"--seed={seed}",
+           "--predict_batch_size=64"]
+  if feature_based:
+    flags.append(f"--feature_based={feature_based}")
+  return flags
 
 
 def glue_flags(args, seed: int) -> list[str]:

@@ -75,6 +75,25 @@ def test_check_data_names_the_missing_files(tmp_path):
   with pytest.raises(SystemExit) as e:
     pf.check_data(str(tmp_path), ("MRPC",), squad=True)
   assert "glue/MRPC/dev.tsv, squad/dev-v1.1.json" in str(e.value)
+  with pytest.raises(SystemExit) as e:
+    pf.check_data(str(tmp_path), (), squad=False, conll=True)
+  assert "lacks conll2003/eng.train, conll2003/eng.testa" in str(e.value)
+
+
+def test_conll_split_keeps_whole_leading_documents(tmp_path):
+  doc = "-DOCSTART- -X- -X- O\n\n"
+  train = doc + "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\nPeter NNP I-NP I-PER\n\n" + doc + "A DT I-NP O\n\n"
+  (tmp_path / "conll2003").mkdir()
+  (tmp_path / "conll2003" / "eng.train").write_text(train)
+  (tmp_path / "conll2003" / "eng.testa").write_text(doc + "B NNP I-NP I-LOC\n\n")
+  work = tmp_path / "work"
+  # 1 sentence asked: the whole first document (2 sentences) is kept, not cut inside it.
+  description = pf.conll_split(str(work), str(tmp_path), 1, 0)
+  assert description["eng.train"] == {"documents": 1, "sentences": 2}
+  assert description["eng.testa"] == {"documents": 1, "sentences": 1}
+  assert (work / "data" / "conll" / "eng.train").read_text() == train[:train.rindex(doc)]
+  with pytest.raises(SystemExit, match="only 3 sentences.*--ner_train_sentences"):
+    pf.conll_split(str(work), str(tmp_path), 4, 0)
 
 
 def test_markdown_table_and_percent():
@@ -134,15 +153,43 @@ def test_ablation_variants_and_tables():
   assert bench_ablations.VARIANTS["mask_80_0_20"][1][1] == ("--mask_token_rate=0.8", "--random_token_rate=0.2")
   assert bench_ablations.VARIANTS["mask_80_20_0"][1][1] == ("--mask_token_rate=0.8", "--random_token_rate=0.0")
   assert bench_ablations.VARIANTS["ltr_no_nsp"][1][1] == ("--dynamic_masking",)
-  rows = {"bert": {"MRPC": 0.7, "RTE": 0.5, "squad_f1": 10.0, "squad_em": 5.0},
-          "no_nsp": {"MRPC": 0.65, "RTE": 0.55, "squad_f1": None, "squad_em": None},
-          "mask_80_0_20": {"MRPC": 0.6, "RTE": 0.52, "squad_f1": 9.0, "squad_em": 4.5}}
-  text = bench_ablations.tables(rows, squad=True)
-  assert "| BERT (MLM + NSP), 80/10/10 | 70.0 | 50.0 | 10.0 | 5.0 |" in text
-  assert "| No NSP | 65.0 | 55.0 | - | - |" in text
+  rows = {"bert": {"MRPC": 0.7, "RTE": 0.5, "squad_f1": 10.0, "squad_em": 5.0, "ner_f1": 61.23,
+                   "ner_feature_f1": 40.0, "heldout_perplexity": 151.6},
+          "no_nsp": {"MRPC": 0.65, "RTE": 0.55, "squad_f1": None, "squad_em": None, "ner_f1": 60.0},
+          "mask_80_0_20": {"MRPC": 0.6, "RTE": 0.52, "squad_f1": 9.0, "squad_em": 4.5, "ner_f1": 58.04,
+                           "ner_feature_f1": 39.95, "heldout_perplexity": 200.4}}
+  text = bench_ablations.tables(rows, squad=True, ner=True, feature_choice="weighted_sum_all")
+  assert ("| Tasks | MRPC dev acc | RTE dev acc | SQuAD F1 | SQuAD EM | NER dev F1 (fine-tune) | NER dev F1 "
+          "(feature-based, weighted_sum_all) | held-out MLM ppl |") in text
+  assert "| BERT (MLM + NSP), 80/10/10 | 70.0 | 50.0 | 10.0 | 5.0 | 61.2 | 40.0 | 152 |" in text
+  assert "| No NSP | 65.0 | 55.0 | - | - | 60.0 | - | - |" in text
   assert "LTR" not in text
-  assert "| 80 / 0 / 20 | 60.0 | 52.0 | 9.0 | 4.5 |" in text
-  assert "SQuAD" not in bench_ablations.tables(rows, squad=False)
+  assert "| 80 / 0 / 20 | 60.0 | 52.0 | 9.0 | 4.5 | 58.0 | 40.0 | 200 |" in text
+  short = bench_ablations.tables(rows, squad=False, ner=False, feature_choice=None)
+  assert "SQuAD" not in short and "NER" not in short
+  assert "| No NSP | 65.0 | 55.0 | - |" in short
+  assert "feature-based" not in bench_ablations.tables(rows, squad=False, ner=True, feature_choice=None)
+
+
+def test_ablation_ner_flags_and_feature_choice():
+  args = bench_ablations.parse_args([])
+  assert (args.finetune_seeds, args.pretrain_steps, args.ner_train_sentences, args.ner_eval_sentences,
+          args.ner_epochs) == ([1, 2, 3], 4000, 3000, 0, 3.0)
+  smoke = bench_ablations.parse_args(["--smoke"])
+  assert (smoke.finetune_seeds, smoke.ner_train_sentences, smoke.ner_eval_sentences) == ([1], 100, 100)
+  assert bench_ablations.ner_feature_choice("auto", 2) == "weighted_sum_all"
+  assert bench_ablations.ner_feature_choice("auto", 4) == "concat_last_four"
+  assert bench_ablations.ner_feature_choice("last_hidden", 2) == "last_hidden"
+  assert bench_ablations.ner_feature_choice("", 4) == ""
+  with pytest.raises(SystemExit):
+    bench_ablations.parse_args(["--ner_feature_based=concat_all"])
+  with pytest.raises(SystemExit):
+    bench_ablations.parse_args(["--ner_train_sentences=-1"])
+  tuned = pf.ner_flags(args, 2)
+  assert "--learning_rate=0.0003" in tuned and "--seed=2" in tuned and "--num_train_epochs=3.0" in tuned
+  assert not any(f.startswith("--feature_based") for f in tuned)
+  frozen = pf.ner_flags(args, 2, "weighted_sum_all")
+  assert "--learning_rate=0.001" in frozen and frozen[-1] == "--feature_based=weighted_sum_all"
 
 
 def test_pretraining_flags_give_every_variant_the_same_budget():
@@ -153,7 +200,7 @@ def test_pretraining_flags_give_every_variant_the_same_budget():
   for name, values in flags.items():
     assert values[:len(common)] == common, name
   assert flags["ltr_no_nsp"][len(common):] == ["--left_to_right"]
-  assert "--num_train_steps=500" in common and "--train_batch_size=32" in common
+  assert "--num_train_steps=4000" in common and "--train_batch_size=32" in common
 
 
 def test_build_corpus_reserves_squad_articles(tmp_path, monkeypatch):
