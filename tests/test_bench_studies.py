@@ -108,7 +108,7 @@ def test_model_size_smoke_defaults_and_explicit_flags():
   args = bench_model_size.parse_args(["--smoke", "--pretrain_steps=7", "--sizes=bert_mini.json"])
   assert (args.sizes, args.pretrain_steps) == (["bert_mini.json"], 7)
   full = bench_model_size.parse_args([])
-  assert (len(full.sizes), full.pretrain_steps, full.max_train_examples) == (5, 500, 0)
+  assert (len(full.sizes), full.pretrain_steps, full.max_train_examples) == (5, 2000, 0)
   with pytest.raises(SystemExit):
     bench_model_size.parse_args(["--sizes=bert_nonexistent.json"])
 
@@ -137,9 +137,9 @@ def test_encoder_parameters_counts_the_encoders_weights():
 
 
 def test_model_size_table_layout():
-  row = {"L": 2, "H": 128, "A": 2, "encoder_parameters": 1_450_000, "perplexity": 123.456, "mrpc_accuracy": 0.7,
-         "pretrain_seconds": 61.2}
-  assert bench_model_size.table([row]).splitlines()[2] == "| 2 | 128 | 2 | 1.45 | 123.46 | 70.0 | 61 |"
+  row = {"L": 2, "H": 128, "A": 2, "encoder_parameters": 1_450_000, "perplexity": 123.456,
+         "heldout_mlm_accuracy": 0.2049, "mrpc_accuracy": 0.7, "pretrain_seconds": 61.2}
+  assert bench_model_size.table([row]).splitlines()[2] == "| 2 | 128 | 2 | 1.45 | 123.46 | 20.5 | 70.0 | 61 |"
 
 
 def test_ablation_variants_and_tables():
