@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           folder = f"NER_{feature_based}_seed{seed}" if feature_based else f"NER_seed{seed}"
           run = pf.finetune_ner(os.path.join(work, "finetuning", name, folder), pretrained, vocab, conll["dir"],
                                 pf.ner_flags(args, seed, feature_based), say, args.threads)
-          f1s.append(run["eval_results"]["f1"])
+          f1s.append(100 * run["eval_results"]["f1"])  # run_ner.py writes a fraction; the tables show percent
           say(f"{name}: NER{' ' + feature_based if feature_based else ''} dev F1 {f1s[-1]:.2f} (seed {seed})")
         row[column], row[column + "s"] = _mean(f1s), f1s
     rows[name] = row
