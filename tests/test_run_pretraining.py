@@ -1,6 +1,7 @@
 """scripts/run_pretraining.py end to end: a smoke run, and runs killed (SIGKILL) and preempted (SIGTERM) that a
 rerun of the same command resumes to the very weights of an uninterrupted run."""
 
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -50,15 +51,19 @@ LEFTOVERS = ["interrupted/checkpoints/ckpt-9_temp/part-00000-of-00001.data-00000
              "interrupted/.encoder_checkpoint.tmp-89abcdef/encoder.index"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-  """In one working directory, with relative paths: an uninterrupted run; beside it (two cores) the same command
-  preempted (SIGTERM) at step 2, stopped by Ctrl-C at step 4, killed (SIGKILL) at step 7 and rerun to the end
-  over planted leftovers of interrupted saves; and a run whose disk fills up at its second checkpoint, rerun."""
-  root = tmp_path_factory.mktemp("run_pretraining")
-  th.write_records(root / "data")
-  th.tiny_bert_config(dropout=0.1).to_json_file(str(root / "bert_config.json"))  # dropout: its state resumes too
-  whole = _start(root, [SCRIPT, *_flags("whole")])
+def _uninterrupted_then_disk_full(root) -> dict:
+  """The uninterrupted run into whole/; then a run whose disk fills up at its second checkpoint, and its rerun,
+  into diskfull/."""
+  steps = {"whole": _finish(_start(root, [SCRIPT, *_flags("whole")]))}
+  steps["full"] = _finish(_start(root, [HELPER, *_flags("diskfull")], INTERRUPT_AT_STEP=4, INTERRUPT_SIGNAL="FSIZE",
+                                 FSIZE_BYTES=FSIZE_BYTES))
+  steps["full_checkpoints"] = sorted(os.listdir(root / "diskfull" / "checkpoints"))
+  steps["full_rerun"] = _finish(_start(root, [SCRIPT, *_flags("diskfull")]))
+  return steps
+
+
+def _interrupted_then_rerun(root) -> dict:
+  """Into interrupted/: preempted at step 2, Ctrl-C at step 4, SIGKILL at step 7, then rerun over leftovers."""
   steps = {}
   for kind, at in (("TERM", 2), ("INT", 4), ("KILL", 7)):
     steps[kind] = _finish(_start(root, [HELPER, *_flags("interrupted")], INTERRUPT_AT_STEP=at,
@@ -69,11 +74,23 @@ def runs(tmp_path_factory):
     os.makedirs(os.path.dirname(root / leftover), exist_ok=True)
     (root / leftover).write_bytes(b"partial")
   steps["rerun"] = _finish(_start(root, [SCRIPT, *_flags("interrupted")]))
-  steps["full"] = _finish(_start(root, [HELPER, *_flags("diskfull")], INTERRUPT_AT_STEP=4, INTERRUPT_SIGNAL="FSIZE",
-                                 FSIZE_BYTES=FSIZE_BYTES))
-  steps["full_checkpoints"] = sorted(os.listdir(root / "diskfull" / "checkpoints"))
-  steps["full_rerun"] = _finish(_start(root, [SCRIPT, *_flags("diskfull")]))
-  steps["whole"] = _finish(whole)
+  return steps
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """In one working directory, with relative paths: an uninterrupted run, then a run whose disk fills up at its
+  second checkpoint, rerun; beside them (two cores) the same command preempted (SIGTERM) at step 2, stopped by
+  Ctrl-C at step 4, killed (SIGKILL) at step 7 and rerun to the end over planted leftovers of interrupted saves."""
+  root = tmp_path_factory.mktemp("run_pretraining")
+  th.write_records(root / "data")
+  th.tiny_bert_config(dropout=0.1).to_json_file(str(root / "bert_config.json"))  # dropout: its state resumes too
+  # The disk-full pair needs nothing of the interrupted chain: it follows the short uninterrupted run on the second
+  # core rather than the chain on the first, so the two cores share seven runs as four and three, not one and six.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    beside = pool.submit(_uninterrupted_then_disk_full, root)
+    steps = _interrupted_then_rerun(root)
+    steps.update(beside.result())
   return root, steps
 
 
