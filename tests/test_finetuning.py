@@ -150,6 +150,7 @@ def _checkpoint_values(prefix):
 def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_output_dir(tmp_path):
   """As a user runs it: relative paths from the run's own directory; Ctrl-C at step 3, then SIGKILL at step 5,
   then the same command to the end, against an uninterrupted run."""
+  import concurrent.futures
   import signal
   import subprocess
   import sys
@@ -174,16 +175,19 @@ def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_outpu
                           env=th.python_env(INTERRUPT_SCRIPT="run_classifier.py", **env), capture_output=True,
                           text=True)
 
-  whole = run([script], "whole")
+  # The uninterrupted run needs nothing of the interrupted ones: it runs beside them, on the second core.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    uninterrupted = pool.submit(run, [script], "whole")
+    stopped = run([helper], "out", INTERRUPT_AT_STEP=3, INTERRUPT_SIGNAL="INT")
+    killed = run([helper], "out", INTERRUPT_AT_STEP=5, INTERRUPT_SIGNAL="KILL")
+    resumed = run([script], "out")
+    whole = uninterrupted.result()
   assert whole.returncode == 0, whole.stderr[-3000:]
-  stopped = run([helper], "out", INTERRUPT_AT_STEP=3, INTERRUPT_SIGNAL="INT")
   assert stopped.returncode == 130, stopped.stderr[-3000:]
   assert f"stopped at step 3 on request; saved {tmp_path / 'out' / 'checkpoints' / 'ckpt-3'}" in stopped.stderr
   assert "Traceback" not in stopped.stderr
-  killed = run([helper], "out", INTERRUPT_AT_STEP=5, INTERRUPT_SIGNAL="KILL")
   assert killed.returncode == -signal.SIGKILL
   assert "resuming at step 3" in killed.stderr, killed.stderr[-3000:]
-  resumed = run([script], "out")
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "resuming at step 4" in resumed.stderr and "taking over the lock" in resumed.stderr
   steps = 29 // 4  # google-research's int(examples / batch * epochs)
