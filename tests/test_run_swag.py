@@ -1,6 +1,7 @@
 """scripts/run_swag.py (bert_tf.tasks.swag_run) end to end, as a user runs it: fresh processes in a working
 directory, relative paths, a tiny random encoder, SWAG-format CSV files written here."""
 
+import concurrent.futures
 import csv
 import json
 import os
@@ -97,7 +98,13 @@ def _weights(directory):
 
 @pytest.mark.slow
 def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
-  whole = _run(workdir, *TRAIN, "--output_dir=whole")
+  # The whole run needs nothing of the stopped and resumed one: it runs beside them, on the second core.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    uninterrupted = pool.submit(_run, workdir, *TRAIN, "--output_dir=whole")
+    stopped = _run(workdir, *TRAIN, "--output_dir=out", helper=True, INTERRUPT_AT_STEP=3, INTERRUPT_SIGNAL="INT")
+    stopped_left_a_model = (workdir / "out" / "swag_model").exists()
+    resumed = _run(workdir, *TRAIN, "--output_dir=out")
+    whole = uninterrupted.result()
   assert whole.returncode == 0, whole.stderr[-3000:]
   out = workdir / "whole"
   results = json.loads((out / "eval_results.json").read_text())
@@ -122,10 +129,8 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   assert np.mean([c == e.label for c, e in zip(chosen, val)]) == pytest.approx(results["accuracy"])
 
   # Ctrl-C at step 3 (saved), then the same command: resumes and ends where the whole run did.
-  stopped = _run(workdir, *TRAIN, "--output_dir=out", helper=True, INTERRUPT_AT_STEP=3, INTERRUPT_SIGNAL="INT")
   assert stopped.returncode == 130, stopped.stderr[-3000:]
-  assert not (workdir / "out" / "swag_model").exists()
-  resumed = _run(workdir, *TRAIN, "--output_dir=out")
+  assert not stopped_left_a_model
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "resuming at step 3" in resumed.stderr and "SWAG train: reusing features/swag/train-" in resumed.stderr
   a, b = _weights(out / "swag_model"), _weights(workdir / "out" / "swag_model")
