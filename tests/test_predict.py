@@ -176,14 +176,23 @@ def _lines(result) -> list[dict]:
   return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+def _scripts(*runs: list[str]) -> list:
+  """predict.py once per list of flags, two at a time (two cores): the runs are independent of each other."""
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    return list(pool.map(lambda flags: _script(*flags), runs))
+
+
 @pytest.mark.slow
 def test_script_runs_an_export_locally(export, tmp_path):
   pairs = tmp_path / "pairs.tsv"
   pairs.write_text("".join(f"{p['sentence1']}\t{p['sentence2']}\n" for p in PAIRS))
-  lines = _lines(_script(f"--saved_model_dir={export['model_dir']}", f"--input_file={pairs}"))
+  from_file, from_flags = _scripts([f"--saved_model_dir={export['model_dir']}", f"--input_file={pairs}"],
+                                   [f"--saved_model_dir={export['version_dir']}", "--sentence1=a dog",
+                                    "--sentence2=a cat"])
+  lines = _lines(from_file)
   assert [{k: line[k] for k in ("sentence1", "sentence2")} for line in lines] == PAIRS
   _assert_rows_match(lines, requests.run_local(export["version_dir"], PAIRS))
-  one = _lines(_script(f"--saved_model_dir={export['version_dir']}", "--sentence1=a dog", "--sentence2=a cat"))
+  one = _lines(from_flags)
   assert len(one) == 1 and one[0]["label"] in LABELS and set(one[0]) == {
       "sentence1", "sentence2", "label", "label_id", "probabilities"}
 
@@ -450,16 +459,17 @@ def test_signature_inputs_from_the_manifest_or_the_saved_model(word_export, tmp_
 @pytest.mark.slow
 def test_script_runs_any_tasks_export_locally(word_export, tmp_path):
   expected = requests.run_local(word_export, QA)
-  one = _lines(_script(f"--saved_model_dir={word_export}", f"--instance={json.dumps(QA[0])}"))
-  assert one == [{**QA[0], **expected[0]}]
-  two = _lines(_script(f"--saved_model_dir={os.path.dirname(word_export)}",
-                       *[f"--instance={json.dumps(q)}" for q in QA]))
-  assert two == [{**q, **row} for q, row in zip(QA, expected)]
-  squad = _lines(_script(f"--saved_model_dir={word_export}", "--question=Über", "--context=fox"))
-  assert squad == [{**QA[1], "answer": "ÜBER", "tokens": ["fox"], "words": 11}]  # alone: no padding
   lines = tmp_path / "qa.jsonl"
   lines.write_text("".join(json.dumps(q) + "\n" for q in QA))
-  assert _lines(_script(f"--saved_model_dir={word_export}", f"--input_file={lines}")) == two
+  one, two, squad, from_file = (_lines(result) for result in _scripts(
+      [f"--saved_model_dir={word_export}", f"--instance={json.dumps(QA[0])}"],
+      [f"--saved_model_dir={os.path.dirname(word_export)}", *[f"--instance={json.dumps(q)}" for q in QA]],
+      [f"--saved_model_dir={word_export}", "--question=Über", "--context=fox"],
+      [f"--saved_model_dir={word_export}", f"--input_file={lines}"]))
+  assert one == [{**QA[0], **expected[0]}]
+  assert two == [{**q, **row} for q, row in zip(QA, expected)]
+  assert squad == [{**QA[1], "answer": "ÜBER", "tokens": ["fox"], "words": 11}]  # alone: no padding
+  assert from_file == two
 
 
 @pytest.mark.parametrize("flags, message", [
