@@ -25,7 +25,7 @@ columns). Each masked-LM encoder's held-out masked-LM perplexity is measured on 
 The corpus is pretrain_finetune.build_corpus's (the embedded corpus and the other SQuAD dev articles; the same
 documents bench_model_size.py pretrains on, its held-out tenth left out here too).
 
-  python bench/bench_ablations.py                  # 6 variants x 4,000 steps (32 x 128 tokens), L2/H128; 3 seeds; ~80 min
+  python bench/bench_ablations.py                  # 6 variants x 4,000 steps, L2/H128; 3 seeds (~80 min)
   python bench/bench_ablations.py --smoke          # 2 variants, 40 steps, 1 epoch on 300 examples (~4 min)
   python bench/bench_ablations.py --variants=bert,no_nsp --no_squad --no_ner
 
