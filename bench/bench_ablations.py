@@ -316,8 +316,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  try:
-    sys.exit(main())
-  except pf.StageError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+  pf.run_main(main)

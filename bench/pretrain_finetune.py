@@ -188,12 +188,47 @@ def run_script(script: str, flags: list[str], log_path: str, say: Callable[[str]
   say("$ python " + " ".join([os.path.join("scripts", script)] + flags))
   started = time.monotonic()
   with open(log_path, "w") as log:
-    done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=_env(threads), check=False)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env(threads))
+    try:
+      returncode = process.wait()
+    except KeyboardInterrupt:
+      # Ctrl-C at a terminal reaches the script too. Let it stop its own way (a training script saves a
+      # checkpoint that the rerun resumes from) instead of killing it, as subprocess.run would after 0.25 s.
+      say(f"interrupted: waiting for {script} to stop")
+      _stop(process)
+      raise
   seconds = time.monotonic() - started
-  if done.returncode != 0:
-    raise StageError(f"{script} exited {done.returncode} after {seconds:.0f} s; see {log_path}:\n"
-                     + _tail(log_path))
+  if returncode != 0:
+    raise StageError(f"{script} exited {returncode} after {seconds:.0f} s; see {log_path}:\n" + _tail(log_path))
   return seconds
+
+
+def _stop(process: subprocess.Popen, grace: float = 120.0) -> None:
+  """Waits `grace` seconds for `process` to end after a Ctrl-C; then SIGTERM (the scripts' one request to save and
+  stop: a second signal would make them exit without saving), and at last SIGKILL."""
+  try:
+    process.wait(timeout=grace)
+    return
+  except subprocess.TimeoutExpired:
+    process.terminate()
+  try:
+    process.wait(timeout=60)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.wait()
+
+
+def run_main(main: Callable[[], int]) -> None:
+  """A study benchmark's entry point: exit 1 with the failed stage's message, 130 on Ctrl-C with how to go on."""
+  try:
+    sys.exit(main())
+  except StageError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  except KeyboardInterrupt:
+    print("\ninterrupted: rerun the same command to go on; finished stages are reused and an interrupted "
+          "pretraining resumes from its last checkpoint", file=sys.stderr)
+    sys.exit(130)
 
 
 def is_done(directory: str) -> dict | None:

@@ -225,3 +225,47 @@ def test_build_corpus_reserves_squad_articles(tmp_path, monkeypatch):
   assert len(train["data"][0]["paragraphs"][0]["qas"][0]["answers"]) == 1  # one answer to train on
   assert len(evaluation["data"][0]["paragraphs"][0]["qas"][0]["answers"]) == 2  # all answers to score
   assert description["squad_eval"]["questions"] == 2 and description["corpus"]["documents"] == 2
+
+
+def test_run_main_exits_1_on_a_failed_stage_and_130_on_ctrl_c(capsys):
+  def failed():
+    raise pf.StageError("run_ner.py exited 2")
+
+  def interrupted():
+    raise KeyboardInterrupt
+
+  with pytest.raises(SystemExit) as e:
+    pf.run_main(failed)
+  assert e.value.code == 1 and capsys.readouterr().err == "error: run_ner.py exited 2\n"
+  with pytest.raises(SystemExit) as e:
+    pf.run_main(interrupted)
+  assert e.value.code == 130 and "rerun the same command to go on" in capsys.readouterr().err
+  with pytest.raises(SystemExit) as e:
+    pf.run_main(lambda: 0)
+  assert e.value.code == 0
+
+
+def test_stop_lets_a_script_end_then_asks_it_once_with_sigterm():
+  import subprocess
+
+  quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+  pf._stop(quick, grace=30)  # pylint: disable=protected-access
+  assert quick.returncode == 0  # ended on its own: neither terminated nor killed
+  # A script still running after the grace gets SIGTERM, which the training scripts take as "save and stop".
+  slow = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                           "signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))\n"
+                           "print('ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+  assert slow.stdout.readline() == "ready\n"
+  pf._stop(slow, grace=0.2)  # pylint: disable=protected-access
+  assert slow.returncode == 3
+
+
+def test_run_script_raises_with_the_logs_tail(tmp_path, monkeypatch):
+  (tmp_path / "fails.py").write_text("import sys\nprint('bad flag --x')\nsys.exit(2)\n")
+  monkeypatch.setattr(pf, "SCRIPTS", str(tmp_path))
+  log = tmp_path / "logs" / "fails.log"
+  with pytest.raises(pf.StageError, match=r"fails.py exited 2 after \d+ s; see .*fails.log:\nbad flag --x"):
+    pf.run_script("fails.py", [], str(log), lambda _: None)
+  (tmp_path / "ok.py").write_text("print('fine')\n")
+  assert pf.run_script("ok.py", [], str(tmp_path / "ok.log"), lambda _: None) >= 0
+  assert (tmp_path / "ok.log").read_text() == "fine\n"
