@@ -252,14 +252,30 @@ def stage(directory: str, key: dict, run: Callable[[], dict], say: Callable[[str
   done = is_done(directory)
   if done is not None:
     if done.get("key") != key:
-      raise SystemExit(f"{directory} holds a finished run with other settings ({done.get('key')} != {key}): use "
-                       "another --work_dir, or delete that folder to redo it")
+      raise SystemExit(f"{directory} holds a finished run with other settings ({key_difference(done.get('key'), key)})"
+                       ": use another --work_dir, or delete that folder to redo it")
     say(f"reusing {directory} (finished earlier)")
     return done
   record = run()
   record["key"] = key
   mark_done(directory, record)
   return record
+
+
+def key_difference(old, new) -> str:
+  """What differs between two stage keys, briefly: the flags only one of them has, or the differing values."""
+  if not isinstance(old, dict) or not isinstance(new, dict):
+    return f"{old} != {new}"
+  parts = []
+  for name in sorted(set(old) | set(new)):
+    a, b = old.get(name), new.get(name)
+    if a == b:
+      continue
+    if isinstance(a, list) and isinstance(b, list):
+      parts.append(f"{name}: it had {[x for x in a if x not in b]}, this run has {[x for x in b if x not in a]}")
+    else:
+      parts.append(f"{name}: it had {a!r}, this run has {b!r}")
+  return "; ".join(parts)
 
 
 def learn_vocab(work_dir: str, vocab_size: int, say, threads: int = 0) -> str:

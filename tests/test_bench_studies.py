@@ -55,9 +55,17 @@ def test_stage_runs_once_then_reuses_and_refuses_other_settings(tmp_path):
   second = pf.stage(str(tmp_path), {"a": 1}, run, said.append)
   assert first == second == {"value": 7, "key": {"a": 1}}
   assert len(calls) == 1 and said == [f"reusing {tmp_path} (finished earlier)"]
-  with pytest.raises(SystemExit, match="other settings"):
+  with pytest.raises(SystemExit, match=r"other settings \(a: it had 1, this run has 2\): use another --work_dir"):
     pf.stage(str(tmp_path), {"a": 2}, run, said.append)
   assert len(calls) == 1
+
+
+def test_key_difference_names_only_what_differs():
+  old = {"flags": ["--x=1", "--steps=400", "--seed=1"], "input": "abc"}
+  new = {"flags": ["--x=1", "--steps=300", "--seed=1"], "input": "abd"}
+  assert pf.key_difference(old, new) == ("flags: it had ['--steps=400'], this run has ['--steps=300']; "
+                                         "input: it had 'abc', this run has 'abd'")
+  assert pf.key_difference(None, {"a": 1}) == "None != {'a': 1}"
 
 
 def test_stage_that_fails_leaves_no_done_mark(tmp_path):
