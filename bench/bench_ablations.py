@@ -200,20 +200,6 @@ def tables(rows: dict[str, dict], squad: bool, ner: bool, feature_choice: str | 
   return "\n\n".join(parts)
 
 
-def _heldout_perplexity(pretrained: str, heldout_records: str, args, say) -> dict:
-  """pf.heldout_perplexity, kept in <pretrained>_logs/heldout_perplexity.json (computed once)."""
-  path = os.path.join(pretrained + "_logs", "heldout_perplexity.json")
-  if os.path.isfile(path):
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  ppl = pf.heldout_perplexity(pretrained, heldout_records, args.max_seq_length, args.max_predictions_per_seq)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(ppl, f, indent=2)
-  say(f"held-out masked-LM perplexity {ppl['perplexity']:.2f} (accuracy {ppl['mlm_accuracy']:.4f}, "
-      f"{ppl['predictions']} predictions)")
-  return ppl
-
-
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   squad, ner = not args.no_squad, not args.no_ner
@@ -236,9 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   config_file = pf.write_bert_config(work, args.bert_config, vocab_size, args.max_seq_length)
   common = [f"--max_seq_length={args.max_seq_length}", f"--max_predictions_per_seq={args.max_predictions_per_seq}",
             f"--dupe_factor={args.dupe_factor}", "--random_seed=12345"]
-  # One held-out set for every masked-LM variant: default (80/10/10) masks, as bench_model_size.py's.
-  heldout = pf.create_records(work, "heldout", "heldout", common[:2] + ["--dupe_factor=2", "--random_seed=12345"],
-                              say, args.threads)
+  heldout = pf.heldout_records(work, args.max_seq_length, args.max_predictions_per_seq, say, args.threads)
   choice = None
   if ner:
     conll = pf.conll_split(work, args.data_dir, args.ner_train_sentences, args.ner_eval_sentences)
@@ -258,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "records": records_name, "record_flags": list(record_flags),
                  "pretrain_flags": list(pretrain_extra)}
     if "--left_to_right" not in pretrain_extra:
-      ppl = _heldout_perplexity(pretrained, heldout, args, lambda text, n=name: say(f"{n}: {text}"))
+      ppl = pf.cached_heldout_perplexity(pretrained, heldout, args.max_seq_length, args.max_predictions_per_seq)
+      say(f"{name}: held-out masked-LM perplexity {ppl['perplexity']:.2f} (accuracy {ppl['mlm_accuracy']:.4f}, "
+          f"{ppl['predictions']} predictions)")
       row.update(heldout_perplexity=ppl["perplexity"], heldout_mlm_accuracy=ppl["mlm_accuracy"])
     for task in pf.GLUE_TASKS:
       scores = []
@@ -279,9 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"{name}: SQuAD F1 {f1s[-1]:.2f} EM {ems[-1]:.2f} (seed {seed})")
       row.update(squad_f1=_mean(f1s), squad_em=_mean(ems), squad_f1s=f1s, squad_ems=ems)
     if ner:
-      for column, feature_based in (("ner_f1", None), ("ner_feature_f1", choice)):
-        if column == "ner_feature_f1" and not feature_based:
-          continue
+      for column, feature_based in [("ner_f1", None)] + ([("ner_feature_f1", choice)] if choice else []):
         f1s = []
         for seed in args.finetune_seeds:
           folder = f"NER_{feature_based}_seed{seed}" if feature_based else f"NER_seed{seed}"

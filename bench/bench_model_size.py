@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "--random_seed=12345"]
   records = pf.create_records(work, "bert", "corpus", masking + [f"--dupe_factor={args.dupe_factor}"], say,
                               args.threads)
-  heldout = pf.create_records(work, "heldout", "heldout", masking + ["--dupe_factor=2"], say, args.threads)
+  heldout = pf.heldout_records(work, args.max_seq_length, args.max_predictions_per_seq, say, args.threads)
 
   rows = []
   for size_file in args.sizes:
@@ -143,15 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pretrained = os.path.join(work, "pretraining", name)
     say(f"== {name}: L={size['L']} H={size['H']} A={size['A']}")
     pre = pf.pretrain(pretrained, pf.pretraining_flags(args, records, config_file), say, args.threads)
-    ppl_dir = pretrained + "_logs"
-    ppl_path = os.path.join(ppl_dir, "heldout_perplexity.json")
-    if os.path.isfile(ppl_path):
-      with open(ppl_path, encoding="utf-8") as f:
-        ppl = json.load(f)
-    else:
-      ppl = pf.heldout_perplexity(pretrained, heldout, args.max_seq_length, args.max_predictions_per_seq)
-      with open(ppl_path, "w", encoding="utf-8") as f:
-        json.dump(ppl, f, indent=2)
+    ppl = pf.cached_heldout_perplexity(pretrained, heldout, args.max_seq_length, args.max_predictions_per_seq)
     say(f"{name}: held-out masked-LM perplexity {ppl['perplexity']:.2f} (loss {ppl['mlm_loss']:.3f}, accuracy "
         f"{ppl['mlm_accuracy']:.3f} over {ppl['predictions']} predictions); pretraining: {pre['last_log']}")
     accuracies = []

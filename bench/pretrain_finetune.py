@@ -355,6 +355,20 @@ def last_metrics_line(log_path: str) -> str:
   return last[-300:]
 
 
+def _finetune(script: str, output_dir: str, full: list[str], say, threads: int) -> dict:
+  """The stage of one fine-tuning run: `python scripts/<script> <full>` (its log <output_dir>_logs/<script>.log),
+  then its <output_dir>/eval_results.json -> {"seconds", "eval_results"}."""
+
+  def run():
+    log = os.path.join(output_dir + "_logs", script.replace(".py", ".log"))
+    seconds = run_script(script, full, log, say, threads)
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+      results = json.load(f)
+    return {"seconds": round(seconds, 1), "eval_results": results}
+
+  return stage(output_dir + "_logs", {"flags": full}, run, say)
+
+
 def finetune_glue(task: str, output_dir: str, pretrained_dir: str, vocab: str, data_dir: str, flags: list[str],
                   say, threads: int = 0) -> dict:
   """scripts/run_classifier.py --do_train --do_eval on ../shared/data/glue/<task>; its eval_results.json."""
@@ -363,14 +377,7 @@ def finetune_glue(task: str, output_dir: str, pretrained_dir: str, vocab: str, d
           f"--features_dir={os.path.join(os.path.dirname(vocab), 'features')}",
           "--distribution_strategy=one_device", *flags]
 
-  def run():
-    seconds = run_script("run_classifier.py", full, os.path.join(output_dir + "_logs", "run_classifier.log"), say,
-                         threads)
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-      results = json.load(f)
-    return {"seconds": round(seconds, 1), "eval_results": results}
-
-  return stage(output_dir + "_logs", {"flags": full}, run, say)
+  return _finetune("run_classifier.py", output_dir, full, say, threads)
 
 
 def finetune_squad(output_dir: str, pretrained_dir: str, vocab: str, train_file: str, eval_file: str,
@@ -381,13 +388,7 @@ def finetune_squad(output_dir: str, pretrained_dir: str, vocab: str, train_file:
           f"--features_dir={os.path.join(os.path.dirname(vocab), 'features')}",
           "--distribution_strategy=one_device", *flags]
 
-  def run():
-    seconds = run_script("run_squad.py", full, os.path.join(output_dir + "_logs", "run_squad.log"), say, threads)
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-      results = json.load(f)
-    return {"seconds": round(seconds, 1), "eval_results": results}
-
-  return stage(output_dir + "_logs", {"flags": full}, run, say)
+  return _finetune("run_squad.py", output_dir, full, say, threads)
 
 
 def finetune_ner(output_dir: str, pretrained_dir: str, vocab: str, conll_dir: str, flags: list[str], say,
@@ -399,13 +400,28 @@ def finetune_ner(output_dir: str, pretrained_dir: str, vocab: str, conll_dir: st
           f"--features_dir={os.path.join(os.path.dirname(vocab), 'features')}",
           "--distribution_strategy=one_device", *flags]
 
-  def run():
-    seconds = run_script("run_ner.py", full, os.path.join(output_dir + "_logs", "run_ner.log"), say, threads)
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-      results = json.load(f)
-    return {"seconds": round(seconds, 1), "eval_results": results}
+  return _finetune("run_ner.py", output_dir, full, say, threads)
 
-  return stage(output_dir + "_logs", {"flags": full}, run, say)
+
+def heldout_records(work_dir: str, max_seq_length: int, max_predictions_per_seq: int, say, threads: int = 0) -> str:
+  """Records of data/heldout.txt with the default 80/10/10 masks (dupe_factor 2, seed 12345): the one held-out
+  set both study benchmarks score every masked-LM encoder on."""
+  flags = [f"--max_seq_length={max_seq_length}", f"--max_predictions_per_seq={max_predictions_per_seq}",
+           "--random_seed=12345", "--dupe_factor=2"]
+  return create_records(work_dir, "heldout", "heldout", flags, say, threads)
+
+
+def cached_heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int,
+                              max_predictions_per_seq: int) -> dict:
+  """`heldout_perplexity`, computed once and kept in <pretrained_dir>_logs/heldout_perplexity.json."""
+  path = os.path.join(pretrained_dir + "_logs", "heldout_perplexity.json")
+  if os.path.isfile(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  ppl = heldout_perplexity(pretrained_dir, records, max_seq_length, max_predictions_per_seq)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(ppl, f, indent=2)
+  return ppl
 
 
 def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, max_predictions_per_seq: int,
@@ -419,12 +435,13 @@ def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, m
   from bert_tf.config import BertConfig
   from bert_tf.model.pretraining import BertPretrainer, pretraining_loss_terms
   from bert_tf.training import inputs
+  from bert_tf.training.pretraining import OPTIONS_NAME
 
   config = BertConfig.from_json_file(os.path.join(pretrained_dir, "bert_config.json"))
   if config.causal_attention:
     raise StageError(f"{pretrained_dir} is a left-to-right LM: its next-token loss is no masked-LM perplexity")
   # A --no_nsp run's checkpoint has no next-sentence head (its pretraining_options.json says so).
-  options_path = os.path.join(pretrained_dir, "pretraining_options.json")
+  options_path = os.path.join(pretrained_dir, OPTIONS_NAME)
   objective = "bert"
   if os.path.isfile(options_path):
     with open(options_path, encoding="utf-8") as f:

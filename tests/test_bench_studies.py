@@ -277,3 +277,39 @@ def test_run_script_raises_with_the_logs_tail(tmp_path, monkeypatch):
   (tmp_path / "ok.py").write_text("print('fine')\n")
   assert pf.run_script("ok.py", [], str(tmp_path / "ok.log"), lambda _: None) >= 0
   assert (tmp_path / "ok.log").read_text() == "fine\n"
+
+
+def test_cached_heldout_perplexity_computes_once(tmp_path, monkeypatch):
+  calls = []
+
+  def compute(*args):
+    calls.append(args)
+    return {"perplexity": 483.0, "mlm_accuracy": 0.14}
+
+  monkeypatch.setattr(pf, "heldout_perplexity", compute)
+  pretrained = str(tmp_path / "bert")
+  (tmp_path / "bert_logs").mkdir()
+  first = pf.cached_heldout_perplexity(pretrained, "r.tfrecord", 128, 20)
+  second = pf.cached_heldout_perplexity(pretrained, "r.tfrecord", 128, 20)
+  assert first == second == {"perplexity": 483.0, "mlm_accuracy": 0.14}
+  assert calls == [(pretrained, "r.tfrecord", 128, 20)]
+  assert json.loads((tmp_path / "bert_logs" / "heldout_perplexity.json").read_text())["perplexity"] == 483.0
+
+
+def test_finetune_stage_runs_the_script_once_and_reads_its_results(tmp_path, monkeypatch):
+  (tmp_path / "run_ner.py").write_text(
+      "import json, os, sys\n"
+      "out = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--output_dir=')][0]\n"
+      "os.makedirs(out, exist_ok=True)\n"
+      "json.dump({'f1': 0.25}, open(os.path.join(out, 'eval_results.json'), 'w'))\n"
+      "print('ran')\n")
+  monkeypatch.setattr(pf, "SCRIPTS", str(tmp_path))
+  out = str(tmp_path / "runs" / "NER_seed1")
+  vocab = str(tmp_path / "data" / "vocab.txt")
+  first = pf.finetune_ner(out, "pre", vocab, "conll", ["--seed=1"], lambda _: None)
+  assert first["eval_results"] == {"f1": 0.25}
+  assert (tmp_path / "runs" / "NER_seed1_logs" / "run_ner.log").read_text() == "ran\n"
+  assert first["key"]["flags"][-1] == "--seed=1" and "--do_train" in first["key"]["flags"]
+  said = []
+  assert pf.finetune_ner(out, "pre", vocab, "conll", ["--seed=1"], said.append) == first
+  assert said == [f"reusing {out}_logs (finished earlier)"]
