@@ -119,6 +119,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                  help="The feature-based tagger's, which trains from scratch.")
   p.add_argument("--threads", type=int, default=0, help="OMP/TF intra-op threads of each script (0: default).")
   args = p.parse_args(argv)
+  # Absolute, as the stages record it in their keys: "../shared/data" names other files from another folder.
+  args.data_dir = os.path.abspath(args.data_dir)
   defaults = dict(dupe_factor=(1, 3), pretrain_steps=(40, 4000), finetune_epochs=(1.0, 2.0),
                   max_train_examples=(300, 0), squad_train_articles=(1, 4), squad_eval_articles=(1, 2),
                   squad_epochs=(0.2, 1.0), variants=("bert,ltr_no_nsp", ",".join(VARIANTS)),

@@ -70,6 +70,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--max_train_examples", type=int, default=None, help="Default all (smoke: 400).")
   p.add_argument("--threads", type=int, default=0, help="OMP/TF intra-op threads of each script (0: default).")
   args = p.parse_args(argv)
+  # Absolute, as the stages record it in their keys: "../shared/data" names other files from another folder.
+  args.data_dir = os.path.abspath(args.data_dir)
   smoke = args.smoke
   defaults = dict(dupe_factor=(1, 3), pretrain_steps=(40, 2000), finetune_epochs=(1.0, 2.0),
                   max_train_examples=(400, 0))

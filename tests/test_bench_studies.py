@@ -179,6 +179,12 @@ def test_ablation_variants_and_tables():
   assert "feature-based" not in bench_ablations.tables(rows, squad=False, ner=True, feature_choice=None)
 
 
+def test_data_dir_is_made_absolute_for_the_stage_keys(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  for module in (bench_ablations, bench_model_size):
+    assert module.parse_args(["--data_dir=../data"]).data_dir == str(tmp_path.parent / "data")
+
+
 def test_ablation_ner_flags_and_feature_choice():
   args = bench_ablations.parse_args([])
   assert (args.finetune_seeds, args.pretrain_steps, args.ner_train_sentences, args.ner_eval_sentences,
