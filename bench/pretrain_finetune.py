@@ -116,8 +116,7 @@ def build_corpus(work_dir: str, data_dir: str, squad_train_articles: int, squad_
   for name, docs in (("corpus", pretrain), ("heldout", heldout)):
     text = corpus_text(docs)
     path = os.path.join(data, f"{name}.txt")
-    if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
-      fileio.write_text_atomic(path, text)
+    _write_if_changed(path, text)
     description[name] = {"file": path, "documents": len(docs), "sentences": sum(map(len, docs)),
                          "words": sum(len(s.split()) for d in docs for s in d)}
   if train_ids and eval_ids:
@@ -134,13 +133,24 @@ def build_corpus(work_dir: str, data_dir: str, squad_train_articles: int, squad_
   return description
 
 
+def _write_if_changed(path: str, text: str) -> None:
+  """Writes `text` to `path` (atomically, its folder made) unless the file holds it already: a rerun leaves the
+  inputs of finished stages untouched."""
+  from bert_tf import fileio
+
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      if f.read() == text:
+        return
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  fileio.write_text_atomic(path, text)
+
+
 def conll_split(work_dir: str, data_dir: str, train_sentences: int, eval_sentences: int) -> dict:
   """<work_dir>/data/conll/eng.train and eng.testa: the leading whole documents of ../shared/data's files holding
   at least `train_sentences` / `eval_sentences` sentences (0: the whole file), verbatim (bench_ner.py's
   subsets). -> {"dir", "eng.train": {"documents", "sentences"}, "eng.testa": {...}}."""
   from bench_ner import first_documents  # pylint: disable=import-outside-toplevel
-
-  from bert_tf import fileio
 
   directory = os.path.join(work_dir, "data", "conll")
   description: dict = {"dir": directory}
@@ -152,10 +162,7 @@ def conll_split(work_dir: str, data_dir: str, train_sentences: int, eval_sentenc
       except ValueError as e:
         raise SystemExit(f"{os.path.join(data_dir, path)}: {e}; lower --ner_"
                          f"{'train' if name == 'eng.train' else 'eval'}_sentences") from None
-    target = os.path.join(directory, name)
-    if not os.path.exists(target) or open(target, encoding="utf-8").read() != text:
-      os.makedirs(directory, exist_ok=True)
-      fileio.write_text_atomic(target, text)
+    _write_if_changed(os.path.join(directory, name), text)
     description[name] = counts
   return description
 
