@@ -442,17 +442,13 @@ def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, m
   from bert_tf.config import BertConfig
   from bert_tf.model.pretraining import BertPretrainer, pretraining_loss_terms
   from bert_tf.training import inputs
-  from bert_tf.training.pretraining import OPTIONS_NAME
+  from bert_tf.training.pretraining import recorded_options
 
   config = BertConfig.from_json_file(os.path.join(pretrained_dir, "bert_config.json"))
   if config.causal_attention:
     raise StageError(f"{pretrained_dir} is a left-to-right LM: its next-token loss is no masked-LM perplexity")
   # A --no_nsp run's checkpoint has no next-sentence head (its pretraining_options.json says so).
-  options_path = os.path.join(pretrained_dir, OPTIONS_NAME)
-  objective = "bert"
-  if os.path.isfile(options_path):
-    with open(options_path, encoding="utf-8") as f:
-      objective = json.load(f).get("objective", "bert")
+  objective = (recorded_options(pretrained_dir) or {}).get("objective", "bert")
   model = BertPretrainer(config, next_sentence=objective == "bert")
   prefix = tf.train.latest_checkpoint(os.path.join(pretrained_dir, "checkpoints"))
   if prefix is None:

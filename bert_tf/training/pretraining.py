@@ -303,6 +303,18 @@ _OBJECTIVE_FLAGS = {"bert": "neither --no_nsp nor --left_to_right", "no_nsp": "-
 _RESUME_FIX = "rerun with that run's flags to resume it, or use another --output_dir"
 
 
+def recorded_options(output_dir: str) -> dict | None:
+  """The options <output_dir>/pretraining_options.json records (see `run_options`), or None where a run wrote
+  none (one from before that file)."""
+  from bert_tf import fileio
+
+  path = os.path.join(output_dir, OPTIONS_NAME)
+  if not fileio.exists(path):
+    return None
+  with fileio.open_file(path, "r") as f:
+    return json.load(f)
+
+
 def check_resume_options(config: PretrainingConfig) -> None:
   """Raises ValueError when output_dir holds a checkpoint of a run with other options (objective, masking
   rates): resuming it would load weights into another model, or silently change the training data.
@@ -310,14 +322,13 @@ def check_resume_options(config: PretrainingConfig) -> None:
   The options come from pretraining_options.json; a directory from before that file says no more than whether
   its checkpoint has a next-sentence head.
   """
-  from bert_tf import fileio
-
   latest = tf.train.latest_checkpoint(os.path.join(config.output_dir, "checkpoints"))
   if latest is None:
     return
   path = os.path.join(config.output_dir, OPTIONS_NAME)
   wanted = run_options(config)
-  if not fileio.exists(path):
+  recorded = recorded_options(config.output_dir)
+  if recorded is None:
     has_nsp = any(name.startswith("nsp_head/") for name, _ in tf.train.list_variables(latest))
     if has_nsp != config.next_sentence:
       there = _OBJECTIVE_FLAGS["bert"] if has_nsp else "--no_nsp or --left_to_right"
@@ -325,8 +336,6 @@ def check_resume_options(config: PretrainingConfig) -> None:
                        f"{'has a' if has_nsp else 'has no'} next-sentence head); this run has "
                        f"{_OBJECTIVE_FLAGS[config.objective]}: {_RESUME_FIX}")
     return
-  with fileio.open_file(path, "r") as f:
-    recorded = json.load(f)
   if recorded == wanted:
     return
   objective = recorded.get("objective")
