@@ -67,10 +67,20 @@ def test_train_steps_follow_google_research_and_validation_names_flags():
   assert config.train_steps(5) == (1, 0)
   for field, value, flag in (("learning_rate", 0.0, "--learning_rate"), ("num_train_epochs", 0, "--num_train_epochs"),
                              ("dtype", "float64", "--dtype"), ("eval_batch_size", 0, "--eval_batch_size"),
-                             ("distribution_strategy", "gpu", "--distribution_strategy")):
+                             ("distribution_strategy", "gpu", "--distribution_strategy"),
+                             ("eval_every_steps", -1, "--eval_every_steps=-1: must be >= 0"),
+                             ("keep_best_checkpoint", True, "--keep_best_checkpoint needs .* --eval_every_steps"),
+                             ("early_stopping_patience", 2, "--early_stopping_patience needs")):
     bad = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), **{field: value})
     with pytest.raises(ValueError, match=flag):
       bad.validate()
+  evaluating = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), eval_every_steps=5,
+                                           metric_for_best="f2")
+  evaluating.validate()
+  with pytest.raises(ValueError, match="pass --do_train and --do_eval"):
+    evaluating.check_evaluation(True, False, ("f1",))
+  with pytest.raises(ValueError, match="--metric_for_best=f2: this task reports f1, accuracy"):
+    evaluating.check_evaluation(True, True, ("f1", "accuracy"))
 
 
 _PREDICT = """

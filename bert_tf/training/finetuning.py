@@ -244,6 +244,12 @@ def examples_per_second(result: trainer.TrainResult, seconds: float, batch_size:
   return result.steps_run * batch_size / training_seconds(result, seconds)
 
 
+def results_text(values: dict) -> str:
+  """eval_results.txt's "key = value" lines (google-research's format); lists (eval_history) are left to the
+  json."""
+  return "".join(f"{key} = {value}\n" for key, value in values.items() if not isinstance(value, list))
+
+
 # -- Prediction -----------------------------------------------------------------------------------------------
 
 
