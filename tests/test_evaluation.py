@@ -109,3 +109,14 @@ def test_early_stopping_ends_the_run_normally_and_a_rerun_stays_stopped(data, tm
   assert (result2.step, result2.steps_run, result2.evaluation) == (6, 0, result.evaluation)
   for a, b in zip(_weights(again.model), weights):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_checkpoint_without_evaluation_state_is_refused_naming_the_flag(tmp_path):
+  model = keras.Sequential([keras.Input([3]), keras.layers.Dense(2)])
+  tracker = evaluation.EvalTracker(evaluation.Evaluation(lambda m: {}, "accuracy", 5), model, STRATEGY,
+                                   str(tmp_path))
+  plain = tf.train.Checkpoint(model=model).write(str(tmp_path / "plain" / "ckpt-3"))
+  with pytest.raises(ValueError, match=r"ckpt-3 was saved by a run without --eval_every_steps"):
+    tracker.check_checkpoint(plain)
+  tracker.check_checkpoint(tf.train.Checkpoint(evaluation=tracker.variable).write(str(tmp_path / "ok" / "ckpt-3")))
+  tracker.check_checkpoint(None)

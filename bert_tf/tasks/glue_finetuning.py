@@ -250,7 +250,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     summary.update(train_examples=info.num_examples, train_steps=result.step, train_seconds=round(seconds, 2),
                    train_examples_per_second=round(rate, 1), train_history=result.history,
                    **(result.evaluation or {}))
-    say(f"trained {result.step} steps in {seconds:.1f} s ({rate:.1f} examples/s)")
+    say(finetuning.training_line(result, seconds, ft.train_batch_size))
     if distribute.is_chief(strategy):
       classification.save_classifier(model, _spec(config, task), config.vocab_file,
                                      os.path.join(output_dir, "classifier"))

@@ -254,7 +254,7 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}
   rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
-  say(f"trained {result.step} steps in {seconds:.1f} s ({rate:.1f} windows/s)")
+  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
   return run.model, {"train_sentences": len(conll.sentences), "train_windows": info.num_windows,
                      "train_steps": result.step, "train_seconds": round(seconds, 2),
                      "train_windows_per_second": round(rate, 3), **(result.evaluation or {})}

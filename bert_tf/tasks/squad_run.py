@@ -245,8 +245,7 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
   seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}
-  say(f"trained {result.step} steps in {seconds:.1f} s "
-      f"({finetuning.examples_per_second(result, seconds, ft.train_batch_size):.1f} windows/s)")
+  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
   return run.model, {"train_examples": len(examples), "train_windows": info.num_features,
                      "train_steps": result.step, "train_seconds": round(seconds, 2), **(result.evaluation or {})}
 

@@ -168,7 +168,7 @@ def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, 
   if trained.interrupted:
     return None, {"interrupted": True, "exit_code": trained.exit_code}
   rate = finetuning.examples_per_second(trained, seconds, ft.train_batch_size)
-  say(f"trained {trained.step} steps in {seconds:.1f} s ({rate:.1f} examples/s)")
+  say(finetuning.training_line(trained, seconds, ft.train_batch_size))
   return run.model, {"train_examples": info.num_examples, "train_steps": trained.step,
                      "train_seconds": round(seconds, 2), "train_examples_per_second": round(rate, 1),
                      **(trained.evaluation or {})}

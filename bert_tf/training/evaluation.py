@@ -84,6 +84,13 @@ class EvalTracker:
     self._writer = None
     self.seconds = 0.0  # spent evaluating in this process
 
+  def check_checkpoint(self, path: str | None) -> None:
+    """Raises ValueError when the checkpoint a run would resume from has no evaluation state (a run started
+    without --eval_every_steps)."""
+    if path and not any(name.startswith("evaluation/") for name, _ in tf.train.list_variables(path)):
+      raise ValueError(f"{path} was saved by a run without --eval_every_steps: resume it without the evaluation "
+                       "flags, or start over in a new --output_dir")
+
   def load(self) -> None:
     """Takes the state from the variable (after a checkpoint restored it)."""
     self.state = json.loads(self.variable.numpy().decode("utf-8"))

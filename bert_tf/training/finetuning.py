@@ -244,6 +244,14 @@ def examples_per_second(result: trainer.TrainResult, seconds: float, batch_size:
   return result.steps_run * batch_size / training_seconds(result, seconds)
 
 
+def training_line(result: trainer.TrainResult, seconds: float, batch_size: int, unit: str = "examples") -> str:
+  """'trained 84 steps (53 in this process, resumed at step 31) in 168.7 s (10.1 examples/s)'."""
+  resumed = "" if result.steps_run == result.step else \
+      f" ({result.steps_run} in this process, resumed at step {result.step - result.steps_run})"
+  return (f"trained {result.step} steps{resumed} in {seconds:.1f} s "
+          f"({examples_per_second(result, seconds, batch_size):.1f} {unit}/s)")
+
+
 def results_text(values: dict) -> str:
   """eval_results.txt's "key = value" lines (google-research's format); lists (eval_history) are left to the
   json."""

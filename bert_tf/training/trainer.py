@@ -323,6 +323,8 @@ class Trainer:
   def train(self) -> TrainResult:
     """Runs until `num_train_steps` (or a SIGTERM / SIGINT); saves checkpoints on the way and at the end."""
     cfg = self.config
+    if self.evaluator is not None:
+      self.evaluator.check_checkpoint(self.checkpointer.latest())
     restored = self.checkpointer.restore()
     step = int(self.step.numpy())
     if restored:
