@@ -232,10 +232,10 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
         dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-    split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
+    dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
 
     def evaluate(model):  # while training: the metrics only (no timings), on the first dev split
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs)
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs)
       return {name: values[name] for name in task.metric_names}
 
     start = time.perf_counter()

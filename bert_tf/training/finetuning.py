@@ -234,18 +234,20 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
 
 
 def training_seconds(result: trainer.TrainResult, seconds: float) -> float:
-  """The time `train` took (`seconds`, this process's) less what evaluation while training took."""
+  """This process's training time: the `seconds` its call of `train` took less what evaluation while training
+  took in it."""
   return max(seconds - result.eval_seconds, 1e-9)
 
 
 def examples_per_second(result: trainer.TrainResult, seconds: float, batch_size: int) -> float:
-  """This process's training rate: the steps it ran (a resumed run counts not those its checkpoint had done)
-  times `batch_size`, over `training_seconds`."""
-  return result.steps_run * batch_size / training_seconds(result, seconds)
+  """This process's training rate: the steps it ran (after a resume, not those its checkpoint had done) times
+  `batch_size`, over its `training_seconds` (`seconds`)."""
+  return result.steps_run * batch_size / max(seconds, 1e-9)
 
 
 def training_line(result: trainer.TrainResult, seconds: float, batch_size: int, unit: str = "examples") -> str:
-  """'trained 84 steps (53 in this process, resumed at step 31) in 168.7 s (10.1 examples/s)'."""
+  """'trained 84 steps (53 in this process, resumed at step 31) in 168.7 s (10.1 examples/s)', `seconds` being
+  this process's `training_seconds`."""
   resumed = "" if result.steps_run == result.step else \
       f" ({result.steps_run} in this process, resumed at step {result.step - result.steps_run})"
   return (f"trained {result.step} steps{resumed} in {seconds:.1f} s "
