@@ -23,6 +23,10 @@ step in flight; and the host sizes loops from the measured step rate to last abo
 loop is one step), so a progress line (step, loss, examples/s, ETA) shows from the first steps on, whatever
 `steps_per_loop` is. Neither changes a result: the same steps run on the same batches, and checkpoints still
 fall on the same steps.
+
+With an `Evaluation` (fine-tuning's --eval_every_steps), loops also end on the evaluation steps, where the
+task's `evaluate(model)` runs between loops; its state (best step and value, history) is saved with each
+checkpoint (bert_tf/training/evaluation.py).
 """
 
 from __future__ import annotations
