@@ -1,5 +1,6 @@
 """bert_tf.training.evaluation through the shared trainer: evaluations on their steps, the best weights kept,
-early stopping, and a run killed after an evaluation that resumes to the uninterrupted run's weights and state."""
+early stopping, and a run killed after an evaluation that resumes to the uninterrupted run's weights and state.
+The tiny pretraining task stands for any task: the mechanism is the trainer's, a task only supplies `evaluate`."""
 
 import os
 
@@ -34,7 +35,7 @@ class KilledAt(trainer.Trainer):
 
 def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, every=2):
   """A tiny pretraining run (dropout on) evaluated every `every` steps; the headline metric at step s is
-  scores[s], and `checksum` (a weight sum) shows which weights each evaluation saw."""
+  scores[s], and `checksum` (the sum of the squared weights) shows which weights each evaluation saw."""
   keras.utils.set_random_seed(5)
   config = pretraining.PretrainingConfig(
       input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(dropout=0.1),
@@ -44,8 +45,7 @@ def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, eve
 
   def evaluate(model):
     step = int(holder["run"].step.numpy())
-    return {"accuracy": scores[step], "checksum": _checksum(model),
-            "label": "not a number"}
+    return {"accuracy": scores[step], "checksum": _checksum(model), "label": "not a number"}
 
   run = KilledAt(pretraining.PretrainingTask(config), STRATEGY,
                  lambda: optimization.create_optimizer("adamw", 1e-2, STEPS, 1), config.trainer_config(),
