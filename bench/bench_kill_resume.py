@@ -11,6 +11,8 @@ For each workload (`--workloads`):
   finetuning    scripts/run_classifier.py --do_train --do_eval on an SST-2-format task made from the corpus,
                 from the pretraining reference's encoder (--init_checkpoint), a checkpoint every few steps,
                 --deterministic where the script has the flag
+  finetuning_eval   the same with evaluation while training: --eval_every_steps (off the checkpoint steps, so
+                kills fall between an evaluation and the checkpoint that records it) and --keep_best_checkpoint
 
 it runs the command once uninterrupted (the reference, timed: W seconds) and once more (the control: are two
 uninterrupted runs bit-identical at all?), then, --kills times: in a fresh output directory, starts the command,
@@ -23,6 +25,8 @@ and compares
                 variables, and the model and optimizer variables of the final training checkpoint
   finetuning    every variable of <output_dir>/classifier/model, and the model and optimizer variables of the
                 final training checkpoint
+  finetuning_eval   the same (the classifier holds the best evaluated weights; the training checkpoint also
+                holds the evaluation state: best step and value, every evaluation's metrics)
 
 with the reference's, bit for bit (training checkpoints: iterator state and save_counter left out, as in
 tests/test_run_pretraining.py - a resumed run saves a different number of times). Since a deterministic command
@@ -67,7 +71,7 @@ from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
-WORKLOADS = ("pretraining", "finetuning")
+WORKLOADS = ("pretraining", "finetuning", "finetuning_eval")
 
 # The set-up's files, relative to --work_dir (the commands' current directory).
 DATA = "data"
@@ -109,6 +113,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--pretrain_checkpoint_steps", type=int, default=10)
   p.add_argument("--finetune_epochs", type=float, default=4.0)
   p.add_argument("--finetune_checkpoint_steps", type=int, default=5)
+  p.add_argument("--finetune_eval_steps", type=int, default=3, help="finetuning_eval: --eval_every_steps.")
   p.add_argument("--rerun_timeout", type=float, default=600.0, help="Seconds before a rerun counts as hung.")
   args = p.parse_args(argv)
   args.workloads = [w for w in args.workloads.split(",") if w]
@@ -192,7 +197,8 @@ def pretraining_command(args: argparse.Namespace, output_dir: str) -> list[str]:
           "--keep_checkpoint_max=3", "--distribution_strategy=one_device", "--deterministic", "--seed=7"]
 
 
-def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoint: str) -> list[str]:
+def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoint: str,
+                       evaluating: bool = False) -> list[str]:
   # --features_dir inside the trial: each run writes its features, so kills also fall on that write.
   features_dir = os.path.join(os.path.dirname(output_dir), "features")
   return [sys.executable, os.path.join(SCRIPTS, "run_classifier.py"), "--task_name=SST-2",
@@ -203,7 +209,8 @@ def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoin
           f"--save_checkpoints_steps={args.finetune_checkpoint_steps}",
           f"--steps_per_loop={args.finetune_checkpoint_steps}", f"--log_steps={args.finetune_checkpoint_steps}",
           "--distribution_strategy=one_device", "--seed=7"] + (
-              ["--deterministic"] if classifier_has_deterministic_flag() else [])
+              ["--deterministic"] if classifier_has_deterministic_flag() else []) + (
+              [f"--eval_every_steps={args.finetune_eval_steps}", "--keep_best_checkpoint"] if evaluating else [])
 
 
 def classifier_has_deterministic_flag() -> bool:
@@ -348,15 +355,17 @@ def state_at_kill(output_dir: str, final_step: int, final_outputs: Sequence[str]
 
 
 def _checkpoint_tensors(prefix: str, training: bool) -> dict[str, Any]:
-  """Every variable of a checkpoint; for a training checkpoint only model and optimizer variables (not the
-  serialized input iterator, the save counter or the object graph)."""
+  """Every variable of a checkpoint; for a training checkpoint only model and optimizer variables and the
+  evaluation state (not the serialized input iterator, the save counter or the object graph)."""
+  import numpy as np
   import tensorflow as tf
 
   reader = tf.train.load_checkpoint(prefix)
   names = [n for n in reader.get_variable_to_shape_map() if n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
   if training:
     names = [n for n in names if n.endswith("VARIABLE_VALUE") and not n.startswith(("iterator", "save_counter"))]
-  return {n: reader.get_tensor(n) for n in names}
+  # A string variable (the evaluation state) reads as bytes: an array too, to compare alike.
+  return {n: np.asarray(reader.get_tensor(n)) for n in names}
 
 
 def weight_files(workload: str, output_dir: str) -> dict[str, tuple[str, bool]]:
@@ -438,7 +447,7 @@ class Workload:
     output_dir = os.path.join(trial_dir, "out")
     if self.name == "pretraining":
       return pretraining_command(self.args, output_dir)
-    return finetuning_command(self.args, output_dir, self.init_checkpoint)
+    return finetuning_command(self.args, output_dir, self.init_checkpoint, evaluating=self.name == "finetuning_eval")
 
   def fresh(self, trial_dir: str) -> None:
     path = os.path.join(self.work_dir, trial_dir)
@@ -654,12 +663,14 @@ def main(argv: Sequence[str] | None = None) -> int:
   init_checkpoint = os.path.join("pretraining", "reference", "out")
   if "pretraining" in args.workloads:
     report["workloads"]["pretraining"] = run_workload(pretraining, args, rng, say)
-  if "finetuning" in args.workloads:
+  for name in ("finetuning", "finetuning_eval"):
+    if name not in args.workloads:
+      continue
     if not os.path.exists(os.path.join(work_dir, init_checkpoint, "encoder_checkpoint")):
       say("== the pretraining reference, to fine-tune from")
       pretraining.uninterrupted(os.path.join("pretraining", "reference"))
-    finetuning = Workload("finetuning", args, work_dir, init_checkpoint, setup["task_examples"]["train"])
-    report["workloads"]["finetuning"] = run_workload(finetuning, args, rng, say)
+    finetuning = Workload(name, args, work_dir, init_checkpoint, setup["task_examples"]["train"])
+    report["workloads"][name] = run_workload(finetuning, args, rng, say)
   report["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
   report["elapsed_s"] = round(time.monotonic() - started, 1)
   table = markdown(report)

@@ -128,6 +128,33 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
                     "also across a kill and resume).")
 
 
+def define_evaluation_flags(flag_values=None) -> None:
+  """Defines the flags of evaluation while training, shared by every fine-tuning script (the fields of the same
+  names in bert_tf.training.finetuning.FinetuningConfig)."""
+  from absl import flags
+
+  flags = _BoundFlags(flags, flags.FLAGS if flag_values is None else flag_values)
+  flags.DEFINE_integer("eval_every_steps", 0, "Evaluate on the dev split (--do_eval's) every this many updates and "
+                       "at the end, with the task's metric; logged and in TensorBoard under eval/ (0: off).")
+  flags.DEFINE_bool("keep_best_checkpoint", False, "Save and export the evaluated weights with the best "
+                    "--metric_for_best, not the last ones (eval_results say which step).")
+  flags.DEFINE_string("metric_for_best", None, "The metric that picks the best evaluation (default: the task's "
+                      "headline: accuracy, F1, Matthews or Pearson correlation, entity F1; a loss: the lowest).")
+  flags.DEFINE_integer("early_stopping_patience", 0, "Stop training after this many evaluations without a "
+                       "better --metric_for_best (0: never).")
+
+
+EVALUATION_FLAGS = ("eval_every_steps", "keep_best_checkpoint", "metric_for_best", "early_stopping_patience")
+
+
+def evaluation_flag_values(flag_values=None) -> dict:
+  """The values of `define_evaluation_flags`' flags, as the config fields of the same names."""
+  from absl import flags
+
+  values = flags.FLAGS if flag_values is None else flag_values
+  return {name: values[name].value for name in EVALUATION_FLAGS}
+
+
 def start_training() -> None:
   """What every training script does once its flags are checked: op determinism if --deterministic, INFO logs."""
   from absl import flags

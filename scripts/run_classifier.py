@@ -41,6 +41,8 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear w
 # tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
 # gradient_accumulation_steps, steps_per_loop, log_steps.
 cli.define_training_flags(steps_per_loop=50, log_steps=50)
+# Evaluation while training: eval_every_steps, keep_best_checkpoint, metric_for_best, early_stopping_patience.
+cli.define_evaluation_flags()
 # New flags: the paper's selection protocol, features, export.
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
 flags.DEFINE_list("learning_rates", [], "Selection protocol: fine-tune with each learning rate (the paper: "
@@ -77,7 +79,8 @@ def _config():
       init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
       learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
-      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed, **cli.training_flag_values())
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      **cli.training_flag_values(), **cli.evaluation_flag_values())
   return glue_finetuning.ClassifierConfig(
       task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft,
       do_lower_case=FLAGS.do_lower_case, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,

@@ -41,6 +41,8 @@ flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training file.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warmup.")
 # The shared training flags (as scripts/run_classifier.py).
 cli.define_training_flags(steps_per_loop=50, log_steps=50)
+# Evaluation while training: eval_every_steps, keep_best_checkpoint, metric_for_best, early_stopping_patience.
+cli.define_evaluation_flags()
 # New flags.
 flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2", "BIOES"], "The data files' tags: detected, "
                   "or the scheme they must be in (IOB1: the release's).")
@@ -78,7 +80,7 @@ def _config():
       init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
       num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
-      **cli.training_flag_values())
+      **cli.training_flag_values(), **cli.evaluation_flag_values())
   return ner_run.NerConfig(
       data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,

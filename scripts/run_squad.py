@@ -48,6 +48,8 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD 2.0: answer \"\" whe
 # tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
 # gradient_accumulation_steps, steps_per_loop, log_steps.
 cli.define_training_flags(steps_per_loop=50, log_steps=50)
+# Evaluation while training: eval_every_steps, keep_best_checkpoint, metric_for_best, early_stopping_patience.
+cli.define_evaluation_flags()
 # New flags.
 flags.DEFINE_bool("do_eval", False, "Predict --predict_file (which needs answers) and score it with the official "
                   "metrics; for SQuAD 2.0 also search the best null_score_diff_threshold and store it in "
@@ -74,7 +76,7 @@ def _config():
       init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
       num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
-      **cli.training_flag_values())
+      **cli.training_flag_values(), **cli.evaluation_flag_values())
   threshold = FLAGS.null_score_diff_threshold if FLAGS["null_score_diff_threshold"].present else None
   return squad_run.SquadConfig(
       vocab_file=FLAGS.vocab_file, finetuning=ft, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,

@@ -42,6 +42,8 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear w
 # tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
 # gradient_accumulation_steps, steps_per_loop, log_steps, deterministic.
 cli.define_training_flags(steps_per_loop=50, log_steps=50)
+# Evaluation while training: eval_every_steps, keep_best_checkpoint, metric_for_best, early_stopping_patience.
+cli.define_evaluation_flags()
 # New flags.
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
 flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
@@ -68,7 +70,8 @@ def _config():
       init_checkpoint=FLAGS.init_checkpoint, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
       learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
-      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed, **cli.training_flag_values())
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      **cli.training_flag_values(), **cli.evaluation_flag_values())
   return swag_run.SwagConfig(
       data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,

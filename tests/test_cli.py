@@ -45,3 +45,21 @@ def test_contradicting_aliases_name_both_flags(argv, message):
 def test_unknown_choice_is_rejected_by_the_parser():
   with pytest.raises(flags.IllegalFlagValueError, match="adam_w"):
     parsed("--optimizer=adam_w")
+
+
+def test_evaluation_flags_are_the_finetuning_config_fields_with_its_defaults():
+  import dataclasses
+
+  from bert_tf.training import finetuning
+
+  values = flags.FlagValues()
+  cli.define_evaluation_flags(flag_values=values)
+  values(["prog", "--eval_every_steps=7", "--keep_best_checkpoint"])
+  got = cli.evaluation_flag_values(values)
+  assert got == dict(eval_every_steps=7, keep_best_checkpoint=True, metric_for_best=None, early_stopping_patience=0)
+  fields = {f.name: f.default for f in dataclasses.fields(finetuning.FinetuningConfig)}
+  assert all(name in fields for name in got)
+  defaults = flags.FlagValues()
+  cli.define_evaluation_flags(flag_values=defaults)
+  defaults(["prog"])
+  assert cli.evaluation_flag_values(defaults) == {name: fields[name] for name in cli.EVALUATION_FLAGS}

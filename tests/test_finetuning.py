@@ -67,10 +67,20 @@ def test_train_steps_follow_google_research_and_validation_names_flags():
   assert config.train_steps(5) == (1, 0)
   for field, value, flag in (("learning_rate", 0.0, "--learning_rate"), ("num_train_epochs", 0, "--num_train_epochs"),
                              ("dtype", "float64", "--dtype"), ("eval_batch_size", 0, "--eval_batch_size"),
-                             ("distribution_strategy", "gpu", "--distribution_strategy")):
+                             ("distribution_strategy", "gpu", "--distribution_strategy"),
+                             ("eval_every_steps", -1, "--eval_every_steps=-1: must be >= 0"),
+                             ("keep_best_checkpoint", True, "--keep_best_checkpoint needs .* --eval_every_steps"),
+                             ("early_stopping_patience", 2, "--early_stopping_patience needs")):
     bad = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), **{field: value})
     with pytest.raises(ValueError, match=flag):
       bad.validate()
+  evaluating = finetuning.FinetuningConfig(output_dir="x", bert_config=th.tiny_bert_config(), eval_every_steps=5,
+                                           metric_for_best="f2")
+  evaluating.validate()
+  with pytest.raises(ValueError, match="pass --do_train and --do_eval"):
+    evaluating.check_evaluation(True, False, ("f1",))
+  with pytest.raises(ValueError, match="--metric_for_best=f2: this task reports f1, accuracy"):
+    evaluating.check_evaluation(True, True, ("f1", "accuracy"))
 
 
 _PREDICT = """
@@ -220,3 +230,17 @@ def test_prediction_shows_progress_from_the_first_batch(caplog):
   assert lines[3].split("  ")[1] == "6 examples" and "ETA" not in lines[3]  # the padded example not counted
   done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("MRPC dev: done")]
   assert len(done) == 1 and done[0].startswith("MRPC dev: done, 6 examples in ") and done[0].endswith(" examples/s)")
+
+
+def test_a_resumed_run_reports_the_rate_of_the_steps_it_ran():
+  from bert_tf.training import trainer
+
+  # 84 steps, the last 53 run by this process in 61.2 s, 8.2 s of which evaluating while training.
+  result = trainer.TrainResult(step=84, metrics={}, interrupted=False, steps_run=53, eval_seconds=8.2)
+  seconds = finetuning.training_seconds(result, 61.2)
+  assert seconds == pytest.approx(53.0)
+  assert finetuning.examples_per_second(result, seconds, 32) == pytest.approx(32.0)
+  assert finetuning.training_line(result, seconds, 32, "windows") == \
+      "trained 84 steps (53 in this process, resumed at step 31) in 53.0 s (32.0 windows/s)"
+  fresh = trainer.TrainResult(step=7, metrics={}, interrupted=False, steps_run=7)
+  assert finetuning.training_line(fresh, 3.5, 2) == "trained 7 steps in 3.5 s (4.0 examples/s)"

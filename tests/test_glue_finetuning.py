@@ -163,17 +163,41 @@ def test_flags_are_checked_before_any_work(tmp_path, pretrained):
     _config(tmp_path, pretrained, data, do_train=True, warmup_proportion=1.5).validate()
 
 
+def _arrays(prefix):
+  """The float variables of a checkpoint but the optimizer's own (its slots), as sorted bytes: the same weights
+  saved under other names compare equal."""
+  import tensorflow as tf
+
+  reader = tf.train.load_checkpoint(prefix)
+  return sorted(reader.get_tensor(name).tobytes() for name, dtype in reader.get_variable_to_dtype_map().items()
+                if dtype.is_floating and not name.startswith("optimizer/_variables/"))
+
+
 def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   directory, vocab, _ = pretrained
   data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 3))
   common = ["scripts/run_classifier.py", "--task_name=mrpc", f"--data_dir={data}", f"--vocab_file={vocab}",
             f"--init_checkpoint={directory}", "--max_seq_length=21", "--train_batch_size=4",
             "--distribution_strategy=one_device", f"--features_dir={tmp_path / 'features'}"]
-  done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1",
+  # With evaluation while training: every step of 3, the best kept, stopping after 1 evaluation without a
+  # better F1 (MRPC's headline metric).
+  done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1", "--eval_every_steps=1",
+                                 "--keep_best_checkpoint", "--early_stopping_patience=1",
                                  f"--output_dir={tmp_path / 'out'}"])
   assert done.returncode == 0, done.stderr[-3000:]
-  assert json.loads((tmp_path / "out" / "eval_results.json").read_text())["eval_examples"] == 5
+  results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert results["eval_examples"] == 5
   assert "MRPC dev: accuracy" in done.stderr
+  history = results["eval_history"]
+  assert results["metric_for_best"] == "f1" and [h["step"] for h in history] == [1, 2]
+  assert (results["best_step"], results["stopped_early"], results["train_steps"]) == (1, True, 2)
+  assert history[1]["f1"] <= history[0]["f1"] == results["best_metric"] == results["f1"]
+  assert "best_step = 1\n" in (tmp_path / "out" / "eval_results.txt").read_text()
+  # The saved classifier holds step 1's weights (the best), not step 2's (the last checkpoint's).
+  best = _arrays(str(tmp_path / "out" / "best" / "ckpt-1"))
+  assert _arrays(str(tmp_path / "out" / "classifier" / "model")) == best
+  last = _arrays(str(tmp_path / "out" / "checkpoints" / "ckpt-2"))
+  assert len(last) == len(best) > 10 and last != best
   bad = th.run_python(common + ["--do_train", f"--output_dir={tmp_path / 'bad'}", "--data_dir=/nonexistent"])
   assert bad.returncode == 1
   assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr

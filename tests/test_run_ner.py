@@ -60,7 +60,7 @@ def _read_predictions(path):
 
 TRAIN = ("--do_train", "--do_eval", "--do_predict", "--data_dir=conll", "--init_checkpoint=model",
          "--output_dir=out", "--train_batch_size=2", "--learning_rate=1e-2", "--num_train_epochs=3",
-         "--document_context", "--save_checkpoints_steps=2")
+         "--document_context", "--save_checkpoints_steps=2", "--eval_every_steps=4", "--keep_best_checkpoint")
 
 
 @pytest.mark.slow  # three runs of the script (each a process that imports TensorFlow) and an export: about a minute
@@ -89,6 +89,11 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
     assert results["train_windows"] >= results["train_sentences"] and results["train_windows_per_second"] > 0
     assert f"f1 = {results['f1']}\n" in (out / f"{split}_results.txt").read_text()
     assert (out / f"{split}_conlleval.txt").read_text().startswith("processed 17 tokens with 7 phrases;")
+    # Evaluated on the dev file at steps 4 and 6; the model kept and scored at the end is the best one.
+    assert [h["step"] for h in results["eval_history"]] == [4, 6] and results["metric_for_best"] == "f1"
+    assert results["best_metric"] == max(h["f1"] for h in results["eval_history"])
+    if split == "eval":
+      assert results["f1"] == results["best_metric"]
   first = (out / "test_predictions.txt").read_text()
 
   # The same command again: the finished run resumes from its checkpoint, trains nothing and predicts alike.

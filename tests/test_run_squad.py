@@ -57,7 +57,8 @@ def _read(path):
 def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(workdir):
   done = _run(workdir, "--do_train", "--do_predict", "--do_eval", "--train_file=train.json",
               "--init_checkpoint=model", "--output_dir=out", "--train_batch_size=16", "--learning_rate=1e-3",
-              "--num_train_epochs=1", "--n_best_size=5", "--max_answer_length=7")
+              "--num_train_epochs=1", "--n_best_size=5", "--max_answer_length=7", "--eval_every_steps=1",
+              "--keep_best_checkpoint")
   assert done.returncode == 0, done.stderr[-3000:]
   out = workdir / "out"
   for name in (post.PREDICTIONS_FILE, post.NBEST_FILE, post.NULL_ODDS_FILE):
@@ -65,6 +66,11 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
   results = _read(out / "eval_results.json")
   assert list(results)[:len(EVAL_KEYS)] == EVAL_KEYS
   assert results["NoAns_total"] == 1 and results["null_score_diff_threshold"] == 0.0
+  # Evaluated at every step (v2.0: best F1 over thresholds picks the best); the model saved is the best one.
+  history = results["eval_history"]
+  assert [h["step"] for h in history] == list(range(1, results["train_steps"] + 1))
+  assert results["metric_for_best"] == "best_f1" and results["best_f1"] == results["best_metric"] == max(
+      h["best_f1"] for h in history)
   text = (out / "eval_results.txt").read_text()
   assert f"best_f1_thresh = {results['best_f1_thresh']}\n" in text
   settings = _read(out / "squad_model" / "squad.json")

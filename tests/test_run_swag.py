@@ -23,7 +23,7 @@ FLAGS = ["--data_dir=data", "--vocab_file=model/vocab.txt", f"--max_seq_length={
          "--distribution_strategy=one_device", "--eval_batch_size=3", "--predict_batch_size=5"]
 TRAIN = ["--do_train", "--do_eval", "--do_predict", "--init_checkpoint=model", "--train_batch_size=4",
          "--learning_rate=3e-3", "--num_train_epochs=2", "--save_checkpoints_steps=4", "--steps_per_loop=1",
-         "--deterministic"]
+         "--deterministic", "--eval_every_steps=4"]
 
 
 def write_csv(path, examples, labelled=True):
@@ -133,6 +133,11 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   assert not stopped_left_a_model
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "resuming at step 3" in resumed.stderr and "SWAG train: reusing features/swag/train-" in resumed.stderr
+  # Evaluation while training (steps 4, 8 and the last, 10): the resumed run saw what the whole one saw.
+  history = results["eval_history"]
+  assert [h["step"] for h in history] == [4, 8, 10] and results["metric_for_best"] == "accuracy"
+  assert results["best_metric"] == max(h["accuracy"] for h in history)
+  assert json.loads((workdir / "out" / "eval_results.json").read_text())["eval_history"] == history
   a, b = _weights(out / "swag_model"), _weights(workdir / "out" / "swag_model")
   assert a.keys() == b.keys() and len(a) > 10
   for name in a:

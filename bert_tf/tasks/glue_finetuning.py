@@ -66,6 +66,7 @@ class ClassifierConfig(finetuning.TaskRunConfig):
     if task.name == "AX" and (self.do_train or self.do_eval):
       raise ValueError("--task_name=AX has a test set only: train and evaluate on MNLI, then --do_predict AX "
                        "with --init_checkpoint=<the MNLI --output_dir>/classifier")
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, metric_names(task))
     if self.max_seq_length < (4 if task.is_pair else 3):
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] text [SEP]")
     self.check_length_and_vocab()
@@ -188,6 +189,12 @@ def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, to
   return values, outputs
 
 
+def metric_names(task: glue.GlueTask) -> tuple[str, ...]:
+  """The task's metrics, headline first (--metric_for_best's default): F1 for MRPC and QQP, as the GLUE
+  leaderboard lists them, else the first (accuracy, Matthews correlation, Pearson)."""
+  return tuple(sorted(task.metric_names, key=lambda name: name != "f1"))
+
+
 def score(task: glue.GlueTask, values: dict[str, float]) -> float:
   """The number runs are selected on: the mean of the task's metrics (GLUE's convention for MRPC, QQP, STS-B)."""
   return float(np.mean([values[name] for name in task.metric_names]))
@@ -197,6 +204,8 @@ def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]]) -
   lines = []
   for split, values in results.items():
     for key, value in values.items():
+      if isinstance(value, list):  # eval_history: in the json only
+        continue
       lines.append(f"{key} = {value}" if len(results) == 1 else f"{split}_{key} = {value}")
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
   flat = next(iter(results.values())) if len(results) == 1 else {
@@ -223,18 +232,25 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     cls_task = classification.ClassificationTask(
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
         dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+    dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
+
+    def evaluate(model):  # while training: the metrics only (no timings), on the first dev split
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs)
+      return {name: values[name] for name in task.metric_names}
+
     start = time.perf_counter()
-    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source)
-    seconds = time.perf_counter() - start
+    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source,
+                                   evaluate=evaluate, headline_metric=metric_names(task)[0])
+    seconds = finetuning.training_seconds(result, time.perf_counter() - start)
     if result.interrupted:
       summary.update(interrupted=True, exit_code=result.exit_code)
       return summary
     model = run.model
-    trained = result.step * ft.train_batch_size
+    rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
     summary.update(train_examples=info.num_examples, train_steps=result.step, train_seconds=round(seconds, 2),
-                   train_examples_per_second=round(trained / max(seconds, 1e-9), 1),
-                   train_history=result.history)
-    say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} examples/s)")
+                   train_examples_per_second=round(rate, 1), train_history=result.history,
+                   **(result.evaluation or {}))
+    say(finetuning.training_line(result, seconds, ft.train_batch_size))
     if distribute.is_chief(strategy):
       classification.save_classifier(model, _spec(config, task), config.vocab_file,
                                      os.path.join(output_dir, "classifier"))
@@ -248,7 +264,8 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
       results[split] = values
       say(f"{task.name} {split}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
                                               if k in task.metric_names))
-    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second"):
+    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
+                *finetuning.EVALUATION_KEYS):
       if key in summary:
         for values in results.values():
           values[key] = summary[key]

@@ -52,6 +52,9 @@ MODEL_DIR = "ner_model"  # under --output_dir
 SETTINGS_NAME = "ner.json"
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
+# conlleval's overall scores, headline (entity F1, --metric_for_best's default) first; per-type ones
+# (<TYPE>_f1) depend on the data.
+METRIC_NAMES = ("f1", "precision", "recall", "accuracy", "macro_f1", "weighted_f1")
 
 
 @dataclasses.dataclass
@@ -92,6 +95,7 @@ class NerConfig(finetuning.TaskRunConfig):
       raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, METRIC_NAMES)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
@@ -228,9 +232,10 @@ def load_model(directory: str) -> tuple[nf.BertTokenClassifier | nfb.BertFeature
 
 
 def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-          say) -> tuple[object, dict]:
-  """Fine-tunes on the training file (with --feature_based, trains the tagger on the frozen encoder's features);
-  -> (the model or None when interrupted, a summary)."""
+          say, evaluate: Callable | None = None) -> tuple[object, dict]:
+  """Fine-tunes on the training file (with --feature_based, trains the tagger on the frozen encoder's features),
+  evaluating with `evaluate(model)` while training under --eval_every_steps; -> (the model or None when
+  interrupted, a summary)."""
   ft = config.finetuning
   info, _ = _feature_file(config, conll, tokenizer, labels, say)
   if config.feature_based:
@@ -243,15 +248,16 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
                       dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
-  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source)
-  seconds = time.perf_counter() - start
+  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source,
+                                 evaluate=evaluate, headline_metric=METRIC_NAMES[0])
+  seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}
-  trained = result.step * ft.train_batch_size
-  say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} windows/s)")
+  rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
+  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
   return run.model, {"train_sentences": len(conll.sentences), "train_windows": info.num_windows,
                      "train_steps": result.step, "train_seconds": round(seconds, 2),
-                     "train_windows_per_second": round(trained / max(seconds, 1e-9), 3)}
+                     "train_windows_per_second": round(rate, 3), **(result.evaluation or {})}
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
@@ -285,7 +291,7 @@ def write_predictions(path: str, conll: ner.ConllFile, predicted: list[list[str]
 
 
 def write_results(output_dir: str, prefix: str, values: dict, report: str) -> None:
-  lines = "".join(f"{key} = {value}\n" for key, value in values.items())
+  lines = finetuning.results_text(values)
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.txt"), lines)
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.json"), json.dumps(values, indent=2) + "\n")
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_conlleval.txt"), report)
@@ -331,7 +337,13 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     keras.utils.set_random_seed(config.finetuning.seed)
     conll = inputs["train"]
     labels = ner.labels_for(conll.types, config.label_scheme)
-    model, trained = train(config, conll, labels, strategy, tokenizer, say)
+
+    def evaluate(model):  # while training: conlleval's scores on the dev file
+      dev = inputs["eval"]
+      return ner_metrics.evaluate([s.tags for s in dev.sentences],
+                                  predict(model, config, dev, labels, strategy, tokenizer, say)).as_dict()
+
+    model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
     summary.update(trained)
     if model is None:
       return summary
@@ -357,7 +369,8 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     seconds = time.perf_counter() - start
     evaluation = ner_metrics.evaluate([s.tags for s in conll.sentences], predicted)
     values = {**evaluation.as_dict(), f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
-    for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second"):
+    for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second",
+                *finetuning.EVALUATION_KEYS):
       if key in summary:
         values[key] = summary[key]
     if chief:

@@ -82,6 +82,14 @@ class SquadConfig(finetuning.TaskRunConfig):
   def predicting(self) -> bool:
     return self.do_predict or self.do_eval
 
+  @property
+  def metric_names(self) -> tuple[str, ...]:
+    """The official script's metrics, headline first (--metric_for_best's default): v1.1 F1; v2.0 the best F1
+    over null-score thresholds."""
+    if self.version_2_with_negative:
+      return ("best_f1", "best_exact", "f1", "exact", "HasAns_f1", "NoAns_f1")
+    return ("f1", "exact_match")
+
   def validate(self) -> None:
     """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
     self.finetuning.validate()
@@ -91,6 +99,7 @@ class SquadConfig(finetuning.TaskRunConfig):
       raise ValueError("--do_train needs --train_file (e.g. train-v1.1.json)")
     if self.predicting and not self.predict_file:
       raise ValueError("--do_predict/--do_eval need --predict_file (e.g. dev-v1.1.json)")
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, self.metric_names)
     squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
     squad_postprocess.check_sizes(self.n_best_size, self.max_answer_length)
     self.check_length_and_vocab()
@@ -219,9 +228,10 @@ def load_model(directory: str) -> sf.BertSpanLabeler:
 # -- Steps ----------------------------------------------------------------------------------------------------
 
 
-def train(config: SquadConfig, examples: list, strategy, tokenizer, say) -> tuple[object, dict]:
-  """Fine-tunes on `examples` (shuffled with google-research's seed); -> (the model or None when interrupted,
-  a summary)."""
+def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
+          evaluate: Callable | None = None) -> tuple[object, dict]:
+  """Fine-tunes on `examples` (shuffled with google-research's seed), evaluating with `evaluate(model)` while
+  training under --eval_every_steps; -> (the model or None when interrupted, a summary)."""
   ft = config.finetuning
   examples = list(examples)
   random.Random(SHUFFLE_SEED).shuffle(examples)
@@ -230,14 +240,14 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say) -> tupl
                       dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # google-research's step arithmetic: examples (questions), not windows, per epoch.
-  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source)
-  seconds = time.perf_counter() - start
+  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source,
+                                 evaluate=evaluate, headline_metric=config.metric_names[0])
+  seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}
-  trained = result.step * ft.train_batch_size
-  say(f"trained {result.step} steps in {seconds:.1f} s ({trained / max(seconds, 1e-9):.1f} windows/s)")
+  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
   return run.model, {"train_examples": len(examples), "train_windows": info.num_features,
-                     "train_steps": result.step, "train_seconds": round(seconds, 2)}
+                     "train_steps": result.step, "train_seconds": round(seconds, 2), **(result.evaluation or {})}
 
 
 def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, threshold: float,
@@ -278,7 +288,7 @@ def evaluate(config: SquadConfig, predictions: squad_postprocess.Predictions) ->
 
 
 def write_eval_results(output_dir: str, values: dict) -> None:
-  lines = "".join(f"{key} = {value}\n" for key, value in values.items())
+  lines = finetuning.results_text(values)
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), lines)
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
 
@@ -303,13 +313,17 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
     import keras
 
     keras.utils.set_random_seed(config.finetuning.seed)
-    model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say)
+    stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD if config.null_score_diff_threshold is None \
+        else config.null_score_diff_threshold
+
+    def evaluate_dev(model):  # while training: the official metrics on predict_file
+      return evaluate(config, predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say))
+
+    model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say, evaluate_dev)
     summary.update(trained)
     if model is None:
       return summary
     model_dir = os.path.join(config.output_dir, MODEL_DIR)
-    stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD if config.null_score_diff_threshold is None \
-        else config.null_score_diff_threshold
     if chief:
       save_model(model, _settings(config, stored), config.vocab_file, model_dir)
       say(f"saved the fine-tuned model to {model_dir}")
@@ -356,7 +370,7 @@ def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: fl
         write_threshold(model_dir, values["best_f1_thresh"])
         say(f"stored best_f1_thresh {values['best_f1_thresh']:g} in {os.path.join(model_dir, SETTINGS_NAME)}: "
             "later predictions with this model use it")
-    for key in ("train_examples", "train_steps", "train_seconds", "predict_seconds"):
+    for key in ("train_examples", "train_steps", "train_seconds", "predict_seconds", *finetuning.EVALUATION_KEYS):
       if key in summary:
         values[key] = summary[key]
     if chief:

@@ -44,6 +44,7 @@ from bert_tf.training import distribute, finetuning, handoff
 MODEL_DIR = "swag_model"  # under --output_dir
 SETTINGS_NAME = "swag.json"
 PREDICTIONS_FILE = "test_predictions.csv"
+METRIC_NAMES = ("accuracy", "loss")  # `evaluate`'s, headline (--metric_for_best's default) first
 PREDICTIONS_HEADER = ("id", "label", "ending", *(f"probability_{i}" for i in range(swag.NUM_CHOICES)))
 
 
@@ -81,6 +82,7 @@ class SwagConfig(finetuning.TaskRunConfig):
     if self.max_train_examples < 0:
       raise ValueError(f"--max_train_examples={self.max_train_examples}: must be >= 0 (0: all)")
     self.check_length_and_vocab()
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, METRIC_NAMES)
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
                        f"--init_checkpoint=<a run's output_dir>/{MODEL_DIR}")
@@ -151,22 +153,25 @@ def load_model(directory: str) -> sf.BertMultipleChoice:
 # -- Steps ----------------------------------------------------------------------------------------------------
 
 
-def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, say) -> tuple[object, dict]:
-  """Fine-tunes on train.csv's examples; -> (the model, or None when interrupted, and a summary)."""
+def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, say,
+          evaluate: Callable | None = None) -> tuple[object, dict]:
+  """Fine-tunes on train.csv's examples, evaluating with `evaluate(model)` while training under
+  --eval_every_steps; -> (the model, or None when interrupted, and a summary)."""
   ft = config.finetuning
   info = feature_file(config, "train", result, tokenizer, say)
   task = sf.MultipleChoiceTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
                                dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
-  run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source)
-  seconds = time.perf_counter() - start
+  run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source,
+                                  evaluate=evaluate, headline_metric=METRIC_NAMES[0])
+  seconds = finetuning.training_seconds(trained, time.perf_counter() - start)
   if trained.interrupted:
     return None, {"interrupted": True, "exit_code": trained.exit_code}
-  examples = trained.step * ft.train_batch_size
-  say(f"trained {trained.step} steps in {seconds:.1f} s ({examples / max(seconds, 1e-9):.1f} examples/s)")
+  rate = finetuning.examples_per_second(trained, seconds, ft.train_batch_size)
+  say(finetuning.training_line(trained, seconds, ft.train_batch_size))
   return run.model, {"train_examples": info.num_examples, "train_steps": trained.step,
-                     "train_seconds": round(seconds, 2),
-                     "train_examples_per_second": round(examples / max(seconds, 1e-9), 1)}
+                     "train_seconds": round(seconds, 2), "train_examples_per_second": round(rate, 1),
+                     **(trained.evaluation or {})}
 
 
 def predict_logits(model, config: SwagConfig, split: str, result: swag.SwagReadResult, strategy, tokenizer,
@@ -192,7 +197,7 @@ def evaluate(logits: np.ndarray, examples: list[swag.SwagExample]) -> dict:
 
 
 def write_eval_results(output_dir: str, values: dict) -> None:
-  lines = "".join(f"{key} = {value}\n" for key, value in values.items())
+  lines = finetuning.results_text(values)
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), lines)
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
 
@@ -231,7 +236,13 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     import keras
 
     keras.utils.set_random_seed(config.finetuning.seed)
-    model, trained = train(config, inputs["train"], strategy, tokenizer, say)
+
+    def evaluate_val(model):  # while training: accuracy and loss on val.csv
+      logits = predict_logits(model, config, "val", inputs["val"], strategy, tokenizer,
+                              config.finetuning.eval_batch_size, say)
+      return evaluate(logits, inputs["val"].examples)
+
+    model, trained = train(config, inputs["train"], strategy, tokenizer, say, evaluate_val)
     summary.update(trained)
     if model is None:
       return summary
@@ -253,7 +264,8 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
                             config.finetuning.eval_batch_size, say)
     values = evaluate(logits, inputs["val"].examples)
     values["eval_seconds"] = round(time.perf_counter() - start, 2)
-    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second"):
+    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
+                *finetuning.EVALUATION_KEYS):
       if key in summary:
         values[key] = summary[key]
     if chief:

@@ -21,6 +21,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.training import distribute, handoff, optimization, trainer
+from bert_tf.training.evaluation import RESULT_KEYS as EVALUATION_KEYS, Evaluation
 
 DTYPES = trainer.DTYPES
 
@@ -53,6 +54,11 @@ class FinetuningConfig:
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1
   seed: int = 12345
+  # Evaluation while training (bert_tf/training/evaluation.py): every this many steps and at the end; 0: off.
+  eval_every_steps: int = 0
+  keep_best_checkpoint: bool = False  # save and export the best evaluated weights, not the last
+  metric_for_best: str | None = None  # None: the task's headline metric
+  early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0: never
 
   def validate(self) -> None:
     """Checks that need no devices; raises ValueError naming the flag and the fix."""
@@ -60,6 +66,15 @@ class FinetuningConfig:
                  "keep_checkpoint_max", "steps_per_loop", "log_steps", "gradient_accumulation_steps"):
       if getattr(self, name) < 1:
         raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
+    for name in ("eval_every_steps", "early_stopping_patience"):
+      if getattr(self, name) < 0:
+        raise ValueError(f"--{name}={getattr(self, name)}: must be >= 0 (0: off)")
+    if not self.eval_every_steps:
+      for name, on in (("keep_best_checkpoint", self.keep_best_checkpoint),
+                       ("metric_for_best", self.metric_for_best),
+                       ("early_stopping_patience", self.early_stopping_patience)):
+        if on:
+          raise ValueError(f"--{name} needs evaluation while training: add --eval_every_steps=N")
     if self.num_train_epochs <= 0:
       raise ValueError(f"--num_train_epochs={self.num_train_epochs}: must be > 0")
     if not 0 <= self.warmup_proportion <= 1:
@@ -71,6 +86,16 @@ class FinetuningConfig:
     int(examples / batch * epochs), and at least one step."""
     steps = max(1, int(num_train_examples / self.train_batch_size * self.num_train_epochs))
     return steps, int(steps * self.warmup_proportion)
+
+  def check_evaluation(self, do_train: bool, do_eval: bool, metric_names: tuple[str, ...]) -> None:
+    """With --eval_every_steps: training and the dev split are asked for, and --metric_for_best is one of the
+    task's `metric_names` (the headline first); raises ValueError naming the flag."""
+    if not self.eval_every_steps:
+      return
+    if not (do_train and do_eval):
+      raise ValueError("--eval_every_steps evaluates on the dev split while training: pass --do_train and --do_eval")
+    if self.metric_for_best is not None and self.metric_for_best not in metric_names:
+      raise ValueError(f"--metric_for_best={self.metric_for_best}: this task reports {', '.join(metric_names)}")
 
   def strategy(self) -> tf.distribute.Strategy:
     return distribute.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu_name, self.tpu_zone,
@@ -170,10 +195,14 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
 
 def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
           strategy: tf.distribute.Strategy, encoder_of: Callable = lambda model: model.encoder,
-          output_dir: str | None = None, config_source: str | None = None
+          output_dir: str | None = None, config_source: str | None = None,
+          evaluate: Callable[[object], dict[str, float]] | None = None, headline_metric: str | None = None
           ) -> tuple[trainer.Trainer, trainer.TrainResult]:
   """Trains `task` for `num_train_epochs` over `num_train_examples`, starting the encoder from
-  `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume."""
+  `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume.
+
+  With --eval_every_steps, `evaluate(model)` (the dev split's metrics) runs while training, and
+  --metric_for_best defaults to `headline_metric` (see bert_tf/training/evaluation.py)."""
   output_dir = output_dir or config.output_dir
   steps, warmup = config.train_steps(num_train_examples)
   trainer_config = trainer.TrainerConfig(
@@ -182,11 +211,17 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
       steps_per_loop=min(config.steps_per_loop, steps), save_checkpoints_steps=config.save_checkpoints_steps,
       keep_checkpoint_max=config.keep_checkpoint_max, log_steps=min(config.log_steps, steps),
       jit_compile=config.jit_compile)
+  evaluation = None
+  if config.eval_every_steps:
+    if evaluate is None:
+      raise ValueError("--eval_every_steps: this task cannot evaluate while training")
+    evaluation = Evaluation(evaluate, config.metric_for_best or headline_metric, config.eval_every_steps,
+                            config.keep_best_checkpoint, config.early_stopping_patience)
   run = trainer.Trainer(
       task, strategy,
       lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps, warmup,
                                             dtype=config.dtype),
-      trainer_config)
+      trainer_config, evaluation)
   if run.checkpointer.latest() is None:
     if config.init_checkpoint:
       source = init_encoder(encoder_of(run.model), config.init_checkpoint, config_source)
@@ -196,6 +231,33 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
   logging.info("training %d steps (%d warmup) of %d examples, %.4g epochs over %d examples",
                steps, warmup, config.train_batch_size, config.num_train_epochs, num_train_examples)
   return run, run.train()
+
+
+def training_seconds(result: trainer.TrainResult, seconds: float) -> float:
+  """This process's training time: the `seconds` its call of `train` took less what evaluation while training
+  took in it."""
+  return max(seconds - result.eval_seconds, 1e-9)
+
+
+def examples_per_second(result: trainer.TrainResult, seconds: float, batch_size: int) -> float:
+  """This process's training rate: the steps it ran (after a resume, not those its checkpoint had done) times
+  `batch_size`, over its `training_seconds` (`seconds`)."""
+  return result.steps_run * batch_size / max(seconds, 1e-9)
+
+
+def training_line(result: trainer.TrainResult, seconds: float, batch_size: int, unit: str = "examples") -> str:
+  """'trained 84 steps (53 in this process, resumed at step 31) in 168.7 s (10.1 examples/s)', `seconds` being
+  this process's `training_seconds`."""
+  resumed = "" if result.steps_run == result.step else \
+      f" ({result.steps_run} in this process, resumed at step {result.step - result.steps_run})"
+  return (f"trained {result.step} steps{resumed} in {seconds:.1f} s "
+          f"({examples_per_second(result, seconds, batch_size):.1f} {unit}/s)")
+
+
+def results_text(values: dict) -> str:
+  """eval_results.txt's "key = value" lines (google-research's format); lists (eval_history) are left to the
+  json."""
+  return "".join(f"{key} = {value}\n" for key, value in values.items() if not isinstance(value, list))
 
 
 # -- Prediction -----------------------------------------------------------------------------------------------

@@ -23,6 +23,10 @@ step in flight; and the host sizes loops from the measured step rate to last abo
 loop is one step), so a progress line (step, loss, examples/s, ETA) shows from the first steps on, whatever
 `steps_per_loop` is. Neither changes a result: the same steps run on the same batches, and checkpoints still
 fall on the same steps.
+
+With an `Evaluation` (fine-tuning's --eval_every_steps), loops also end on the evaluation steps, where the
+task's `evaluate(model)` runs between loops; its state (best step and value, history) is saved with each
+checkpoint (bert_tf/training/evaluation.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError, first_line
 from bert_tf.training import checkpointing, distribute, optimization
+from bert_tf.training.evaluation import EvalTracker, Evaluation
 
 
 class Task:
@@ -133,6 +138,12 @@ class TrainResult:
   interrupted: bool  # stopped early by SIGTERM or SIGINT, after saving a checkpoint
   history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # the logged values, in order
   signal: int | None = None  # the signal that stopped it
+  # The steps this process ran: `step` less those a resumed run took over from its checkpoint. Rates are
+  # these steps over this process's time.
+  steps_run: int = 0
+  eval_seconds: float = 0.0  # this process's time evaluating while training
+  # With evaluation while training: EvalTracker.finish's summary (best step and value, every evaluation).
+  evaluation: dict | None = None
 
   @property
   def exit_code(self) -> int:
@@ -158,10 +169,12 @@ def _non_weight_variables(model: keras.Model) -> list:
 
 
 class Trainer:
-  """Trains `task.build_model()` under `strategy`; resumes from `<output_dir>/checkpoints` if present."""
+  """Trains `task.build_model()` under `strategy`; resumes from `<output_dir>/checkpoints` if present. With
+  `evaluation`, evaluates while training (bert_tf/training/evaluation.py)."""
 
   def __init__(self, task: Task, strategy: tf.distribute.Strategy,
-               optimizer_fn: Callable[[], keras.optimizers.Optimizer], config: TrainerConfig):
+               optimizer_fn: Callable[[], keras.optimizers.Optimizer], config: TrainerConfig,
+               evaluation: Evaluation | None = None):
     self.task, self.strategy, self.config = task, strategy, config
     self.num_replicas = strategy.num_replicas_in_sync
     config.validate(self.num_replicas)
@@ -188,10 +201,14 @@ class Trainer:
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.iterator = iter(dataset)
     self.output_dir = fileio.absolute(config.output_dir)
+    self.evaluator = None if evaluation is None else EvalTracker(evaluation, self.model, strategy,
+                                                                 self.output_dir)
+    # The evaluation state joins the checkpoint only when evaluating: other runs' checkpoints stay as they were.
+    extra = {} if self.evaluator is None else {"evaluation": self.evaluator.variable}
     self.checkpointer = checkpointing.Checkpointer(
         os.path.join(self.output_dir, "checkpoints"), strategy, config.keep_checkpoint_max,
         iterator=self.iterator, optimizer=self.optimizer, step=self.step,
-        model_state=_non_weight_variables(self.model), **task.checkpoint_items(self.model))
+        model_state=_non_weight_variables(self.model), **extra, **task.checkpoint_items(self.model))
     for path in self.checkpointer.remove_leftovers():
       logging.warning("removed %s, left by an interrupted save", path)
     # Early loop ends need every worker to agree on them (collectives), and a TPU loop cannot read a host
@@ -310,6 +327,8 @@ class Trainer:
   def train(self) -> TrainResult:
     """Runs until `num_train_steps` (or a SIGTERM / SIGINT); saves checkpoints on the way and at the end."""
     cfg = self.config
+    if self.evaluator is not None:
+      self.evaluator.check_checkpoint(self.checkpointer.latest())
     restored = self.checkpointer.restore()
     step = int(self.step.numpy())
     if restored:
@@ -319,6 +338,13 @@ class Trainer:
                      cfg.num_train_steps)
     else:
       logging.info("starting fresh in %s (no checkpoint there yet)", self.checkpointer.directory)
+    evaluator = self.evaluator
+    if evaluator is not None:
+      evaluator.load()
+      if evaluator.stopped_early:
+        logging.info("%s stopped early at step %d: nothing left to train", restored,
+                     evaluator.state["stopped_early_at"])
+    first_step = step
     metrics: dict[str, float] = {}
     window: dict[str, float] = {}
     window_steps, window_seconds = 0, 0.0
@@ -329,10 +355,13 @@ class Trainer:
     self._stop.assign(False)
     first_loop = True
     with checkpointing.TerminationSignal(on_request=lambda: self._stop.assign(True)) as termination:
-      while step < cfg.num_train_steps:
+      while step < cfg.num_train_steps and not (evaluator is not None and evaluator.stopped_early):
         boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
                       (step // cfg.log_steps + 1) * cfg.log_steps,
                       (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
+        if evaluator is not None:  # evaluations fall on loop ends, whatever the loop sizes
+          every = evaluator.evaluation.every_steps
+          boundaries.append((step // every + 1) * every)
         n = min(boundaries) - step
         if self._early_loop_end:  # about progress_seconds a loop; one step first (it includes tracing)
           n = 1 if first_loop else min(n, max(1, int(cfg.progress_seconds * self._rate_steps
@@ -374,9 +403,18 @@ class Trainer:
           self._progress(step, progress, progress_steps, progress_seconds)
           progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
         first_loop = False
-        if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
-          self.checkpointer.save(step)
+        stop_early = False
+        if evaluator is not None and evaluator.due(step, last=step == cfg.num_train_steps):
+          stop_early = evaluator.run(step)
+        if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps or stop_early:
+          self.checkpointer.save(step)  # with the evaluation state: a rerun of a stopped run stops too
           saved_at = step
+          if evaluator is not None:
+            evaluator.committed()
+        if stop_early:
+          if window_steps:  # the steps since the last report
+            metrics = self._report(step, window, window_steps, window_seconds)
+          break
         if step < cfg.num_train_steps and termination.requested(self.strategy):  # same test on every worker
           path = os.path.join(self.checkpointer.directory, f"ckpt-{saved_at}")
           if saved_at != step:
@@ -385,9 +423,12 @@ class Trainer:
                           path)
           self._summary_writer().flush()
           return TrainResult(step, metrics, interrupted=True, history=list(self.history),
-                             signal=termination.signum)
+                             signal=termination.signum, steps_run=step - first_step,
+                             eval_seconds=evaluator.seconds if evaluator else 0.0)
     self._summary_writer().flush()
-    return TrainResult(step, metrics, interrupted=False, history=list(self.history))
+    return TrainResult(step, metrics, interrupted=False, history=list(self.history), steps_run=step - first_step,
+                       eval_seconds=evaluator.seconds if evaluator else 0.0,
+                       evaluation=evaluator.finish() if evaluator else None)
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached; a hook for tests and subclasses."""
