@@ -24,7 +24,6 @@ Pure Python (no TensorFlow), except that `encode_example` uses `classification.e
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 from collections.abc import Iterator
@@ -75,35 +74,8 @@ def split_path(data_dir: str, split: str) -> str:
 
 def _records(path: str) -> Iterator[tuple[int, int, list[str]]]:
   """Yields (first line, last line, fields) per CSV record, 1-based line numbers; blank lines are skipped."""
-
-  def lines() -> Iterator[str]:
-    try:
-      f = text_io.open_binary(path)
-    except FileNotFoundError:
-      raise
-    except OSError as e:  # Permission denied, a directory, ...
-      raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
-    with f:
-      for number, raw in enumerate(f, start=1):
-        try:
-          # utf-8-sig drops a byte-order mark (an editor's re-save); on later lines it is plain UTF-8.
-          yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-          raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); the "
-                           "SWAG files are UTF-8: download them again") from None
-
-  reader = csv.reader(lines())
-  while True:
-    first = reader.line_num + 1
-    try:
-      row = next(reader)
-    except StopIteration:
-      return
-    except csv.Error as e:
-      raise ValueError(f"{path}:{first}: not a CSV row ({e}); repair or delete that line, or download the file "
-                       "again") from None
-    if row:
-      yield first, reader.line_num, row
+  return text_io.csv_records(path, "the SWAG files are UTF-8: download them again",
+                             "repair or delete that line, or download the file again")
 
 
 def read_examples(path: str, has_labels: bool) -> SwagReadResult:
