@@ -158,7 +158,7 @@ def _table(path: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[int, d
   if not fileio.exists(path):
     raise FileNotFoundError(f"{path} does not exist")
   if fmt == "jsonl":
-    return None, _json_rows(path)
+    return None, json_rows(path)
   records = text_io.csv_records(path, _UTF8_ADVICE, _REPAIR, delimiter="," if fmt == "csv" else "\t",
                                 quoting=csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE)
   first = next(records, None)
@@ -176,7 +176,9 @@ def _table(path: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[int, d
   return header, rows()
 
 
-def _json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+  """(line, object) per non-blank line of a JSON lines file; ValueError naming path:line for one that is not
+  a JSON object."""
   for number, text in enumerate(text_io.decoded_lines(path, _UTF8_ADVICE), start=1):
     if not text.strip():
       continue
