@@ -135,8 +135,8 @@ def read_inputs(config: ClassifierConfig, task: glue.GlueTask,
   return inputs
 
 
-def task_and_inputs(config: ClassifierConfig, say: Callable[[str], None] = logging.info) -> tuple[glue.GlueTask,
-                                                                                                  Inputs]:
+def task_and_inputs(config: ClassifierConfig,
+                    say: Callable[[str], None] = logging.info) -> tuple[glue.GlueTask, Inputs]:
   """The flags checked (`validate`), then the task and every split the flags ask for, read before any work:
   a GLUE task's files (`read_inputs`), or your own files, which also give the task (`user_data.read_inputs`;
   without --do_train, the task of the classifier at --init_checkpoint)."""
