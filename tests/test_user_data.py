@@ -1,17 +1,14 @@
 """bert_tf.tasks.user_data, and run_classifier on your own files: CSV, TSV and JSON lines read alike; the task
 (labels, pairs, metrics) comes from the files; every bad input stops before any work, naming file, line and
-column; one script run fine-tunes, evaluates and predicts label strings (test_readme.py exports them)."""
+column; a run fine-tunes, evaluates and predicts label strings (test_readme.py runs the script and exports)."""
 
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import training_helpers as th
 from bert_tf.tasks import classification, glue_finetuning as gf, metrics, user_data as ud
 from bert_tf.training import finetuning
 from test_glue_finetuning import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)
@@ -199,13 +196,12 @@ def test_macro_f1_is_scikit_learns():
   assert set(metrics.glue_metrics(task, predictions, labels)) == {"accuracy", "macro_f1"}
 
 
-def test_script_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
-  """One run from the command line, relative paths: CSV in, the user's labels out (the export and predict.py:
-  test_readme.py's chain); then the saved classifier evaluates a JSON lines copy of dev in-process to the same
-  numbers."""
+def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
+  """A run on CSV files: the user's labels in the metrics' task, the predictions and the saved model; then the
+  saved classifier evaluates a JSON lines copy of dev to the same numbers. (From the command line, through export
+  and predict.py: test_readme.py's chain.) And a regression run on JSON lines."""
   import random
 
-  directory, vocab, _ = pretrained
   rng = random.Random(5)
   topic = {"cat": "feline", "dog": "canine", "mat": "rug"}
 
@@ -217,29 +213,37 @@ def test_script_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretra
     return out
 
   dev_rows = rows(7)
-  write(tmp_path / "data/train.csv", rows(13), ("sentence1", "label"))
-  write(tmp_path / "data/dev.csv", dev_rows, ("sentence1", "label"))
-  write(tmp_path / "data/test.csv", [(r[0],) for r in rows(5)], ("sentence1",))
-  script = os.path.join(th.REPO, "scripts", "run_classifier.py")
-  done = subprocess.run(
-      [sys.executable, script, "--train_file=data/train.csv", "--validation_file=data/dev.csv",
-       "--test_file=data/test.csv", f"--vocab_file={vocab}", f"--init_checkpoint={directory}", "--do_train",
-       "--do_eval", "--do_predict", "--max_seq_length=13", "--train_batch_size=4", "--num_train_epochs=1",
-       "--distribution_strategy=one_device", "--features_dir=features", "--output_dir=out"], cwd=tmp_path, env=th.python_env(), capture_output=True, text=True, timeout=300)
-  assert done.returncode == 0, done.stderr[-3000:]
+  files = ud.DataFiles(train_file=write(tmp_path / "data/train.csv", rows(13), ("sentence1", "label")),
+                       validation_file=write(tmp_path / "data/dev.csv", dev_rows, ("sentence1", "label")),
+                       test_file=write(tmp_path / "data/test.csv", [(r[0],) for r in rows(5)], ("sentence1",)))
+  summary = gf.run_classifier(_config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True),
+                              say=lambda line: None)
   results = json.loads((tmp_path / "out/eval_results.json").read_text())
   assert results["eval_examples"] == 7 and {"accuracy", "macro_f1"} <= set(results)
+  assert summary["score"] == pytest.approx((results["accuracy"] + results["macro_f1"]) / 2)
   with open(tmp_path / "out/test_predictions.csv") as f:
     predicted = list(csv.reader(f))
   assert predicted[0] == ["index", "prediction"] and [r[0] for r in predicted[1:]] == ["0", "1", "2", "3", "4"]
   assert {r[1] for r in predicted[1:]} <= {"canine", "feline", "rug"}
+  assert np.loadtxt(tmp_path / "out/test_results.tsv").shape == (5, 3)
   spec = classification.read_spec(str(tmp_path / "out/classifier"))
   assert (spec.task_name, spec.labels, spec.is_pair) == ("data", ("canine", "feline", "rug"), False)
 
   dev = write(tmp_path / "dev.jsonl", dev_rows, ("sentence1", "label"))
   config = _config(tmp_path, pretrained, ud.DataFiles(validation_file=dev), do_eval=True, out="eval_only",
                    init_checkpoint=str(tmp_path / "out/classifier"))
-  config.max_seq_length = 13
   again = gf.run_classifier(config, say=lambda line: None)
   assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
   assert again["eval"]["dev"]["macro_f1"] == results["macro_f1"]
+
+  scores = [(text, b, i % 5 + 0.5) for i, (text, b) in enumerate(rows(9))]
+  files = ud.DataFiles(train_file=write(tmp_path / "sts/train.jsonl", scores), task_type="regression",
+                       text_b_column="sentence2", validation_file=write(tmp_path / "sts/dev.jsonl", scores[:4]),
+                       test_file=write(tmp_path / "sts/test.jsonl", [r[:2] for r in scores[:3]]))
+  summary = gf.run_classifier(_config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True,
+                                      out="sts"), say=lambda line: None)
+  assert set(summary["eval"]["dev"]) >= {"pearson", "spearman"}
+  lines = (tmp_path / "sts/test_predictions.jsonl").read_text().splitlines()
+  assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]
+  assert all(isinstance(json.loads(line)["prediction"], float) for line in lines)
+  assert classification.read_spec(str(tmp_path / "sts/classifier")).labels == ()
