@@ -35,7 +35,7 @@ import os
 from collections.abc import Iterator
 
 from bert_tf import fileio
-from bert_tf.data import text_io
+from bert_tf.tasks import user_data
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -83,41 +83,24 @@ def split_path(data_dir: str, split: str) -> str:
   return path
 
 
-def _records(path: str) -> Iterator[tuple[int, int, list[str]]]:
-  """Yields (first line, last line, fields) per CSV record, 1-based line numbers; blank lines are skipped."""
-  return text_io.csv_records(path, "the SWAG files are UTF-8: download them again",
-                             "repair or delete that line, or download the file again")
-
-
 def _rows(path: str, wanted: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
   """(first line, column -> value) per example of a SWAG CSV or JSON lines file, its columns checked."""
-  from bert_tf.tasks import user_data
-
-  if path.lower().endswith((".json", ".jsonl")):
-    for line, record in user_data.json_rows(path):
-      missing = [name for name in wanted if name not in record]
-      if missing:
-        raise ValueError(f"{path}:{line}: no column {', '.join(repr(m) for m in missing)}; this record has "
-                         f"{', '.join(repr(k) for k in record) or 'none'}")
-      yield line, {**record, INDEX_COLUMN: record.get("id")}
-    return
-  records = _records(path)
-  header = next(records, None)
-  if header is None:
-    raise ValueError(f"{path}:1: the file is empty; download the SWAG data again")
-  header_line, _, names = header
-  missing = [name for name in wanted if name not in names]
-  if missing:
-    kind = "train.csv or val.csv" if LABEL_COLUMN in wanted else "test.csv"
-    raise ValueError(f"{path}:{header_line}: the header has no {', '.join(repr(m) for m in missing)} (it reads "
-                     f"{','.join(names)!r}); is this a SWAG file ({kind}) of the official release, or one with its "
-                     "columns?")
-  for first, last, row in records:
-    if len(row) != len(names):
-      runs_on = (f" (the row runs on to line {last}: is a quote left open?)" if last > first else "")
-      raise ValueError(f"{path}:{first}: {len(row)} comma-separated fields, expected {len(names)} as in the "
-                       f"header{runs_on}; repair or delete that row, or download the file again")
-    yield first, {INDEX_COLUMN: None, **dict(zip(names, row))}
+  is_json = path.lower().endswith((".json", ".jsonl"))
+  table = user_data.read_table(path, "jsonl" if is_json else "csv", "repair or delete that row, or download the "
+                               "file again", empty="download the SWAG data again")
+  if table.header is not None:
+    missing = [name for name in wanted if name not in table.header]
+    if missing:
+      kind = "train.csv or val.csv" if LABEL_COLUMN in wanted else "test.csv"
+      raise ValueError(f"{path}:{table.header_line}: the header has no {', '.join(repr(m) for m in missing)} (it "
+                       f"reads {','.join(table.header)!r}); is this a SWAG file ({kind}) of the official release, "
+                       "or one with its columns?")
+  for line, row in table.rows:
+    missing = [name for name in wanted if name not in row]
+    if missing:  # JSON lines: each record has its own keys.
+      raise ValueError(f"{path}:{line}: no column {', '.join(repr(m) for m in missing)}; this record has "
+                       f"{', '.join(repr(k) for k in row) or 'none'}")
+    yield line, {**row, INDEX_COLUMN: row.get("id") if is_json else row.get(INDEX_COLUMN)}
 
 
 def read_examples(path: str, has_labels: bool) -> SwagReadResult:

@@ -153,27 +153,40 @@ def sorted_labels(labels: Sequence[str]) -> tuple[str, ...]:
 # -- Reading --------------------------------------------------------------------------------------------------
 
 
-def _table(path: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[int, dict[str, Any]]]]:
-  """(the header's column names, or None for JSON lines; (line, column -> value) per row)."""
+@dataclasses.dataclass
+class Table:
+  """A CSV, TSV or JSON lines file being read: its header's column names and line (None and 0 for JSON lines,
+  whose columns are each record's keys), then (first line, column -> value) per row."""
+  header: list[str] | None
+  header_line: int
+  rows: Iterator[tuple[int, dict[str, Any]]]
+
+
+def read_table(path: str, fmt: str, repair: str = _REPAIR, empty: str = "it needs a header row naming the "
+               "columns, then the rows") -> Table:
+  """Opens `path` in format `fmt` ("csv", "tsv" or "jsonl"). ValueError naming path:line for an empty CSV or
+  TSV file (`empty` says what to do), a row with more or fewer fields than the header (`repair` says what to
+  do), a line that is not a JSON object, or bytes that are not UTF-8; FileNotFoundError for a missing file."""
   if not fileio.exists(path):
     raise FileNotFoundError(f"{path} does not exist")
   if fmt == "jsonl":
-    return None, json_rows(path)
-  records = text_io.csv_records(path, _UTF8_ADVICE, _REPAIR, delimiter="," if fmt == "csv" else "\t",
+    return Table(None, 0, json_rows(path))
+  records = text_io.csv_records(path, _UTF8_ADVICE, repair, delimiter="," if fmt == "csv" else "\t",
                                 quoting=csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE)
   first = next(records, None)
   if first is None:
-    raise ValueError(f"{path}: the file is empty; it needs a header row naming the columns, then the rows")
-  header = first[2]
+    raise ValueError(f"{path}:1: the file is empty; {empty}")
+  header_line, _, header = first
 
   def rows():
     for line, last, row in records:
       if len(row) != len(header):
         runs_on = f" (the row runs on to line {last}: is a quote left open?)" if last > line else ""
-        raise ValueError(f"{path}:{line}: {len(row)} fields, the header has {len(header)}{runs_on}; {_REPAIR}")
+        raise ValueError(f"{path}:{line}: {len(row)} {'comma' if fmt == 'csv' else 'tab'}-separated fields, "
+                         f"expected {len(header)} as in the header{runs_on}; {repair}")
       yield line, dict(zip(header, row))
 
-  return header, rows()
+  return Table(header, header_line, rows())
 
 
 def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -279,7 +292,8 @@ def read_file(files: DataFiles, split: str, is_pair: bool | None = None) -> User
   the columns. Raises as the module docstring says."""
   path = files.path(split)
   fmt = file_format(path, f"--{SPLIT_FLAGS[split]}")
-  header, rows = _table(path, fmt)
+  table = read_table(path, fmt)
+  header, rows = table.header, table.rows
   text_b = files.text_b_column or DEFAULT_TEXT_B
   b_flag = "--text_b_column" + ("" if files.text_b_column else f", default {DEFAULT_TEXT_B!r} as in the training file")
   label_required = split != "test"
@@ -293,7 +307,7 @@ def read_file(files: DataFiles, split: str, is_pair: bool | None = None) -> User
     for column, flag, wanted in ((files.text_a_column, "--text_a_column", True), (text_b, b_flag, is_pair),
                                  (files.label_column, "--label_column", has_labels)):
       if wanted and column not in row:
-        raise _missing(path, 1 if header is not None else line, column, flag, header, row)
+        raise _missing(path, table.header_line if header is not None else line, column, flag, header, row)
     text_a = _text(path, line, files.text_a_column, row[files.text_a_column])
     b = _text(path, line, text_b, row[text_b]) if is_pair else None
     label = labels.parse(line, row[files.label_column]) if has_labels else None
