@@ -78,8 +78,8 @@ def _data_files():
   if not (FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file):
     given = [f"--{name}" for name in _OWN_FLAGS if FLAGS[name].present]
     if given:
-      raise ValueError(f"{', '.join(given)} apply to your own files: give --train_file, --validation_file or "
-                       "--test_file")
+      raise ValueError(f"{', '.join(given)}: for your own files only; give --train_file, --validation_file or "
+                       "--test_file (or drop it for --task_name)")
     if not FLAGS.task_name:
       raise ValueError("--task_name is required (a GLUE task), or give your own files with --train_file, "
                        "--validation_file, --test_file")
