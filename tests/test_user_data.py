@@ -248,3 +248,21 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]
   assert all(isinstance(json.loads(line)["prediction"], float) for line in lines)
   assert classification.read_spec(str(tmp_path / "sts/classifier")).labels == ()
+
+
+def test_a_glue_task_as_csv_reads_as_the_glue_reader_reads_it(tmp_path):
+  """MRPC's TSVs rewritten as CSV with the default column names: the same texts and labels, label ids and
+  metrics as --task_name=MRPC (so the same features and training)."""
+  from test_glue_finetuning import write_mrpc
+
+  mrpc = ud.glue.get_task("MRPC")
+  data = write_mrpc(tmp_path / "MRPC", sizes=(9, 5, 3))
+  files = {}
+  for split in ("train", "dev"):
+    glue_examples = ud.glue.read_examples(mrpc, data, split).examples
+    files[split] = write(tmp_path / f"csv/{split}.csv", [(e.text_a, e.text_b, e.label) for e in glue_examples])
+  task, inputs = ud.read_inputs(ud.DataFiles(train_file=files["train"], validation_file=files["dev"]),
+                                ("train", "dev"))
+  assert (task.labels, task.is_pair, task.metric_names) == (mrpc.labels, mrpc.is_pair, mrpc.metric_names)
+  for split in ("train", "dev"):
+    assert inputs[split].examples == ud.glue.read_examples(mrpc, data, split).examples
