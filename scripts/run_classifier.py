@@ -1,10 +1,12 @@
-"""Fine-tunes BERT on a GLUE task (or any data in a GLUE task's format), evaluates, predicts and exports.
+"""Fine-tunes BERT on a GLUE task or on your own CSV, TSV or JSON lines files, evaluates, predicts and exports.
 
-google-research/bert's flag names; see docs/finetuning.md. Example (MRPC from a pretraining run):
+google-research/bert's flag names; see docs/finetuning.md. Examples (from a pretraining run):
 
   python scripts/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC --vocab_file=vocab.txt \
       --bert_config_file=out/pretrain/bert_config.json --init_checkpoint=out/pretrain \
       --do_train --do_eval --do_predict --output_dir=out/mrpc --export_dir=export
+  python scripts/run_classifier.py --train_file=train.csv --validation_file=dev.csv --test_file=test.csv \
+      --vocab_file=vocab.txt --init_checkpoint=out/pretrain --do_train --do_eval --do_predict --output_dir=out/own
 
 --init_checkpoint takes a pretraining output dir or checkpoint, encoder_checkpoint/, encoder_savedmodel/, a
 scripts/convert_checkpoint.py output, a google-research checkpoint (bert_model.ckpt) or a Hugging Face directory;
@@ -55,17 +57,50 @@ flags.DEFINE_integer("max_train_examples", 0, "Use only the first N training exa
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving to "
                     "<export_dir>/<model_name>/<version>/.")
 flags.DEFINE_string("model_name", None, "The served model's name (default: the task name, lower case).")
+# Your own files, instead of --task_name and --data_dir (Hugging Face's flag names).
+flags.DEFINE_string("train_file", None, "Your training file: .csv, .tsv or .json/.jsonl (JSON lines), with a header "
+                    "naming the columns (CSV, TSV).")
+flags.DEFINE_string("validation_file", None, "Your dev file (for --do_eval), in any of the same formats.")
+flags.DEFINE_string("test_file", None, "Your test file (for --do_predict); its label column is optional.")
+flags.DEFINE_string("text_a_column", "sentence1", "Your files' column of the (first) text.")
+flags.DEFINE_string("text_b_column", None, "Your files' column of the second text of a pair (default: sentence2 "
+                    "when the training file has it; else single texts).")
+flags.DEFINE_string("label_column", "label", "Your files' column of the label.")
+flags.DEFINE_list("labels", [], "The labels in id order (default: the sorted set of the training file's labels).")
+flags.DEFINE_enum("task_type", "classification", ["classification", "regression"], "Your labels: class names, or "
+                  "numbers to predict (one output, mean squared error).")
+_OWN_FLAGS = ("train_file", "validation_file", "test_file", "text_a_column", "text_b_column", "label_column",
+              "labels", "task_type")
+
+
+def _data_files():
+  """Your own files from the flags, or None for a GLUE task (--task_name, --data_dir)."""
+  from bert_tf.tasks import user_data
+
+  if not (FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file):
+    given = [f"--{name}" for name in _OWN_FLAGS if FLAGS[name].present]
+    if given:
+      raise ValueError(f"{', '.join(given)}: for your own files only; give --train_file, --validation_file or "
+                       "--test_file (or drop it for --task_name)")
+    if not FLAGS.task_name:
+      raise ValueError("--task_name is required (a GLUE task), or give your own files with --train_file, "
+                       "--validation_file, --test_file")
+    if not FLAGS.data_dir:
+      raise ValueError("--data_dir is required: the task's folder of the GLUE download")
+    return None
+  return user_data.DataFiles(
+      train_file=FLAGS.train_file, validation_file=FLAGS.validation_file, test_file=FLAGS.test_file,
+      text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
+      labels=tuple(FLAGS.labels), task_type=FLAGS.task_type)
 
 
 def _config():
   from bert_tf.tasks import glue_finetuning
   from bert_tf.training import finetuning
 
-  for name in ("task_name", "output_dir"):
-    if not getattr(FLAGS, name):
-      raise ValueError(f"--{name} is required")
-  if not FLAGS.data_dir:
-    raise ValueError("--data_dir is required: the task's folder of the GLUE download")
+  data_files = _data_files()
+  if not FLAGS.output_dir:
+    raise ValueError("--output_dir is required")
   if not FLAGS.vocab_file:
     raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
   try:
@@ -87,7 +122,7 @@ def _config():
       do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir,
       dynamic_padding=FLAGS.dynamic_padding, max_train_examples=FLAGS.max_train_examples,
       learning_rates=rates, num_restarts=FLAGS.num_restarts, export_dir=FLAGS.export_dir,
-      model_name=FLAGS.model_name, bert_config_file=FLAGS.bert_config_file)
+      model_name=FLAGS.model_name, bert_config_file=FLAGS.bert_config_file, data_files=data_files)
 
 
 def main(argv):

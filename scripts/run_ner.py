@@ -21,8 +21,9 @@ from bert_tf import cli
 
 FLAGS = flags.FLAGS
 # run_classifier.py's flags (google-research's names), with the paper's fine-tuning defaults.
-flags.DEFINE_string("data_dir", None, "Folder of eng.train, eng.testa, eng.testb (the CoNLL-2003 release) or "
-                    "train.txt, valid.txt, test.txt (a common copy).")
+flags.DEFINE_string("data_dir", None, "Folder of eng.train, eng.testa, eng.testb (the CoNLL-2003 release), "
+                    "train.txt, valid.txt, test.txt (a common copy) or train.jsonl, dev.jsonl, test.jsonl (JSON lines "
+                    '{"tokens": [...], "tags": [...]}).')
 flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")

@@ -20,7 +20,8 @@ from bert_tf import cli
 
 FLAGS = flags.FLAGS
 # run_classifier.py's flags (google-research's names), with the paper's SWAG values as defaults.
-flags.DEFINE_string("data_dir", None, "The SWAG release's data/ folder (train.csv, val.csv, test.csv).")
+flags.DEFINE_string("data_dir", None, "The SWAG release's data/ folder (train.csv, val.csv, test.csv), or a "
+                    "folder of files with its columns (CSV, or JSON lines: train.jsonl, val.jsonl, test.jsonl).")
 flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")

@@ -72,6 +72,9 @@ def test_agrees_with_scikit_learn(seed):
   # Three classes, and classes that appear only on one side (4 in predictions, 5 in labels).
   labels3 = np.append(rng.integers(0, 3, n), 5)
   preds3 = np.append(np.where(rng.random(n) < 0.5, labels3[:n], rng.integers(0, 3, n)), 4)
+  assert metrics.macro_f1(preds3, labels3) == pytest.approx(sk.f1_score(labels3, preds3, average="macro"),
+                                                            abs=1e-12)
+  assert metrics.macro_f1(preds, labels) == pytest.approx(sk.f1_score(labels, preds, average="macro"), abs=1e-12)
   assert metrics.matthews_corrcoef(preds3, labels3) == pytest.approx(
       sk.matthews_corrcoef(labels3, preds3), abs=1e-12)
 

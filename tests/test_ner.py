@@ -194,11 +194,43 @@ def test_split_files_of_both_layouts(tmp_path):
   for name in ("train.txt", "valid.txt", "test.txt"):
     write(tmp_path / "copy" / name, "")
   assert ner.split_file(str(tmp_path / "copy"), "test") == str(tmp_path / "copy" / "test.txt")
-  with pytest.raises(FileNotFoundError, match=r"no dev file \(eng.testa or valid.txt or dev.txt\)"):
+  with pytest.raises(FileNotFoundError, match=r"no dev file \(eng.testa or valid.txt or dev.txt or dev.jsonl or "
+                     r"dev.json\)"):
     ner.split_file(str(tmp_path), "dev")
   write(tmp_path / "copy" / "eng.train", "")
   with pytest.raises(ValueError, match="holds eng.train and train.txt for the train split; keep one"):
     ner.split_file(str(tmp_path / "copy"), "train")
+
+
+def test_json_lines_read_as_the_column_files(tmp_path):
+  import json
+
+  lines = [json.dumps({"tokens": list(w), "tags": list(t), "id": i}) for i, (w, t) in enumerate(zip(WORDS, IOB2))]
+  path = write(tmp_path / "train.jsonl", "\n".join(lines[:2] + [""] + lines[2:]) + "\n")
+  conll = ner.read_conll(path)
+  columns = ner.read_conll(write(tmp_path / "train.txt", conll_text("IOB2", 2, docstart=False)))
+  assert [(s.words, s.tags) for s in conll.sentences] == [(s.words, s.tags) for s in columns.sentences]
+  assert (conll.scheme, conll.types, conll.num_documents) == (columns.scheme, columns.types, 1)
+  assert [s.line for s in conll.sentences] == [1, 2, 4, 5]
+  os.makedirs(tmp_path / "own")
+  write(tmp_path / "own" / "dev.jsonl", "")
+  assert ner.split_file(str(tmp_path / "own"), "dev") == str(tmp_path / "own" / "dev.jsonl")
+  # Errors name the sentence's line; the scheme's and the model's checks too.
+  with pytest.raises(ValueError) as info:
+    ner.check_types(conll, ("LOC", "PER"), "the model")
+  assert str(info.value) == f"{path}:1: unknown tag B-ORG: the model knows the types LOC, PER"
+  for text, error in [
+      ('{"tokens": ["a"], "tags": ["O"]}\n{"words": ["b"], "tags": ["O"]}\n',
+       ":2: column 'tokens': give a list of non-empty strings (it has 'words', 'tags')"),
+      ('{"tokens": ["a", "b"], "tags": ["O"]}\n', ":1: 2 tokens and 1 tags; give one tag per token"),
+      ('{"tokens": ["a"], "tags": ["NOUN"]}\n', ":1: column 'tags': unknown tag 'NOUN': expected O or B-"),
+      ('{"tokens": ["a", "b"], "tags": ["S-X", "I-X"]}\n', ":1: I-X is not followed by I-X or E-X: not BIOES"),
+      ('{"tokens": ["a"], "tags": ["O"]\n', ":1: not JSON"),
+      ("\n", ": holds no sentences"),
+  ]:
+    with pytest.raises(ValueError) as info:
+      ner.read_conll(write(tmp_path / "bad.json", text))
+    assert str(info.value).startswith(str(tmp_path / "bad.json") + error), str(info.value)
 
 
 # -- Windows ---------------------------------------------------------------------------------------------------

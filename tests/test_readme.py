@@ -1,7 +1,7 @@
 """README.md and docs/*.md: the workflow commands chain as written.
 
 The commands a user follows - corpus, vocabulary, config, records, pretraining, GLUE fine-tuning, export,
-prediction, checkpoint conversion - are the ```bash blocks that follow a `<!-- workflow -->` line. The README's
+prediction, fine-tuning on your own files, checkpoint conversion - are the ```bash blocks that follow a `<!-- workflow -->` line. The README's
 blocks, in order, are the chain; each doc's blocks must be commands of that chain, in the same order, so the docs
 cannot drift from it. The slow test runs the chain as subprocesses from an empty working directory (so relative
 paths must work outside the repository), with `python scripts/X.py` pointed at this repository's scripts and small
@@ -34,17 +34,17 @@ SMALL = {
     "inspect_tfrecords.py": "--max_examples=1",
     "run_pretraining.py": "--max_seq_length=32 --max_predictions_per_seq=5 --train_batch_size=8 --num_train_steps=3 "
                           "--num_warmup_steps=1 --save_checkpoints_steps=3 --steps_per_loop=1 --log_steps=1",
-    "run_classifier.py": "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1",
+    "run_classifier.py": "--max_seq_length=32 --train_batch_size=8 --num_train_epochs=1 --max_train_examples=48",
 }
 # The chain's scripts, in the order a user runs them.
 STAGES = ("learn_vocab.py", "create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
           "export_classifier.py", "predict.py", "convert_checkpoint.py")
 # Flags naming what a command reads (must exist before it runs) and writes (must exist after).
 INPUT_FLAGS = ("input_file", "vocab_file", "bert_config_file", "init_checkpoint", "data_dir", "classifier_dir",
-               "saved_model_dir", "input")
+               "saved_model_dir", "input", "train_file", "validation_file", "test_file")
 OUTPUT_FLAGS = ("output_file", "output_dir", "export_dir")
 # Paths written and read by the `python -c` library calls.
-PY_WRITES = re.compile(r"(?:write_default_corpus|to_json_file)\('([^']+)'\)")
+PY_WRITES = re.compile(r"(?:write_default_corpus|to_json_file|write_document_task)\('([^']+)'\)")
 PY_READS = re.compile(r"open\('([^']+)'|< ([^)\s]+)\)")
 
 
@@ -189,7 +189,7 @@ def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
                                   f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
     for path in writes:
       assert _exists(path), f"`{command}` exited 0 but did not write {path}"
-    outputs[script_of(command) or command] = done
+    outputs.setdefault(script_of(command) or command, []).append(done)
 
   # The small sizes took effect (absl kept the appended values) and the stages fit together.
   with open("out/vocab.txt", encoding="utf-8") as f:
@@ -197,10 +197,19 @@ def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
   assert 5 < vocab_size <= 300
   with open("out/bert_config.json") as f:
     assert json.load(f)["vocab_size"] == vocab_size
-  assert "step 3/3" in outputs["run_pretraining.py"].stderr
+  assert "step 3/3" in outputs["run_pretraining.py"][0].stderr
   assert os.path.isdir("out/pretrain/encoder_checkpoint")
   assert os.path.isfile("out/mrpc/eval_results.txt") and os.path.isfile("out/mrpc/MRPC.tsv")
   assert os.path.isfile("out/export/mrpc/1/saved_model.pb")
-  prediction = json.loads(outputs["predict.py"].stdout.strip().splitlines()[-1])
-  assert prediction["label"] in ("0", "1") and len(prediction["probabilities"]) == 2
+  mrpc, documents = (json.loads(done.stdout.strip().splitlines()[-1]) for done in outputs["predict.py"])
+  assert mrpc["label"] in ("0", "1") and len(mrpc["probabilities"]) == 2
+  # Your own data: the labels are the CSV's strings, in the run's outputs, the model and the export.
+  topics = ("debugger", "formatstrings", "string-methods", "typesmapping")  # sorted
+  assert documents["label"] in topics and len(documents["probabilities"]) == 4
+  with open("out/documents/test_predictions.csv", encoding="utf-8") as f:
+    rows = f.read().splitlines()
+  assert rows[0] == "index,prediction" and len(rows) == 1 + 198 and rows[1].split(",")[1] in topics
+  assert "macro_f1 = " in open("out/documents/eval_results.txt").read()
+  with open("out/export/documents/1/assets.extra/bert_tf_manifest.json") as f:
+    assert json.load(f)["labels"] == list(topics)
   assert os.path.isfile("out/pretrain_tf1/bert_model.ckpt.index")

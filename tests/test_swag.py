@@ -80,6 +80,33 @@ def test_split_paths_and_gzip(tmp_path):
     swag.read_split(str(tmp_path), "test")
 
 
+def test_own_files_csv_without_index_and_json_lines(tmp_path):
+  import dataclasses
+  import json
+
+  expected = swag.read_examples(write(tmp_path / "train.csv", [HEADER, *ROWS]), has_labels=True).examples
+  # Only the columns the task reads, no index column: ids are row positions.
+  own = "sent1,sent2,ending0,ending1,ending2,ending3,label"
+  rows = [",".join(row.split(",")[4:6] + row.split(",")[7:]) for row in ROWS[2:]]
+  examples = swag.read_examples(write(tmp_path / "own.csv", [own, *rows]), has_labels=True).examples
+  assert examples == [dataclasses.replace(expected[2], guid="0")]
+  records = [{"sent1": e.sent1, "sent2": e.sent2, **{f"ending{i}": x for i, x in enumerate(e.endings)},
+              "label": e.label, "id": e.guid} for e in expected]
+  records[1]["label"] = str(records[1]["label"])  # a label's text reads as the number
+  records[2].pop("id")
+  os.makedirs(tmp_path / "own")
+  path = write(tmp_path / "own" / "train.jsonl", [json.dumps(r) for r in records])
+  assert swag.split_path(str(tmp_path / "own"), "train") == path
+  assert swag.read_split(str(tmp_path / "own"), "train").examples == expected[:2] + [
+      dataclasses.replace(expected[2], guid="2")]
+  records[1].pop("ending2")
+  write(path, [json.dumps(r) for r in records])
+  with pytest.raises(ValueError) as raised:
+    swag.read_examples(path, has_labels=True)
+  assert str(raised.value) == (f"{path}:2: no column 'ending2'; this record has 'sent1', 'sent2', 'ending0', "
+                               "'ending1', 'ending3', 'label', 'id'")
+
+
 @pytest.mark.parametrize("lines, line, message", [
     # A row with a field too few (an ending lost).
     ([HEADER, ROWS[0], "5,v,1,s,Rain.,The,gold,a.,b.,c.,0"], 3, "11 comma-separated fields, expected 12 as in the "
@@ -95,10 +122,10 @@ def test_split_paths_and_gzip(tmp_path):
     ([HEADER, ROWS[0], ROWS[1], ROWS[2].replace("dog naps.", " ")], 5, "ending1 is empty; every SWAG example "
      "has four endings"),
     ([HEADER.replace("ending3", "ending_3"), ROWS[0]], 1, "the header has no 'ending3' (it reads ',video-id,"),
-    ([HEADER[1:], ROWS[0]], 1, "the header has no the unnamed index column"),
+    ([HEADER[1:], ROWS[0]], 2, "12 comma-separated fields, expected 11 as in the header"),
     ([HEADER.replace(",label", ""), ROWS[0]], 1, "the header has no 'label'"),
     ([], 1, "the file is empty; download the SWAG data again"),
-    (["", "  "], 2, "the header has no the unnamed index column, 'sent1'"),
+    (["", "  "], 2, "the header has no 'sent1', 'sent2'"),
 ])
 def test_malformed_input_names_file_and_line(tmp_path, lines, line, message):
   path = write(tmp_path / "train.csv", lines)

@@ -10,6 +10,7 @@ both modes of `create_pretraining_data` (a file with old Mac "\\r" line ends rea
 
 from __future__ import annotations
 
+import csv
 import glob
 import gzip
 import io
@@ -94,6 +95,45 @@ class _GFileRaw(io.RawIOBase):
   def close(self):
     self._f.close()
     super().close()
+
+
+def decoded_lines(path: str, advice: str) -> Iterator[str]:
+  """The lines of a (plain or gzip, local or gs://) table file as text, line ends kept, for `csv.reader`; a byte
+  order mark on line 1 is dropped. ValueError naming path:line for bytes that are not UTF-8 (`advice` says what
+  to do), naming the path for a file that cannot be read; FileNotFoundError for a missing one."""
+  try:
+    f = open_binary(path)
+  except FileNotFoundError:
+    raise
+  except OSError as e:  # Permission denied, a directory, ...
+    raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
+  with f:
+    for number, raw in enumerate(f, start=1):
+      try:
+        # utf-8-sig drops a byte-order mark (MRPC's, an editor's re-save); on later lines it is plain UTF-8.
+        yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); "
+                         f"{advice}") from None
+
+
+def csv_records(path: str, advice: str, repair: str, delimiter: str = ",",
+                quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, int, list[str]]]:
+  """Yields (first line, last line, fields) per record of a CSV (or, by `delimiter`, TSV) file, 1-based line
+  numbers (a quoted field may span lines); blank lines are skipped. A malformed record raises ValueError naming
+  path:line and `repair`, what to do; bytes that are not UTF-8, naming path:line and `advice`."""
+  reader = csv.reader(decoded_lines(path, advice), delimiter=delimiter, quoting=quoting)
+  while True:
+    first = reader.line_num + 1
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except csv.Error as e:
+      raise ValueError(f"{path}:{first}: not a {'TSV' if delimiter == chr(9) else 'CSV'} row ({e}); "
+                       f"{repair}") from None
+    if row:
+      yield first, reader.line_num, row
 
 
 def iter_lines_with_size(path: str) -> Iterator[tuple[int, str, int]]:

@@ -462,15 +462,20 @@ def save_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str
   return handoff.save_task_model(float32_copy(model), SPEC_NAME, spec_text, vocab_file, directory)
 
 
-def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str]:
-  """-> (the float32 model with its weights, its spec, the path of its vocab.txt)."""
+def read_spec(directory: str) -> ClassifierSpec:
+  """The spec (task, labels, ...) of a classifier folder written by `save_classifier`, without its model."""
   spec_path = os.path.join(directory, SPEC_NAME)
   if not fileio.exists(spec_path):
     raise FileNotFoundError(f"{directory}: no {SPEC_NAME}; give a folder written by save_classifier "
                             "(run_classifier.py writes <output_dir>/classifier/)")
   with fileio.open_file(spec_path, "rb") as f:
     values = json.loads(f.read().decode("utf-8"))
-  spec = ClassifierSpec(**{**values, "labels": tuple(values["labels"])})
+  return ClassifierSpec(**{**values, "labels": tuple(values["labels"])})
+
+
+def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str]:
+  """-> (the float32 model with its weights, its spec, the path of its vocab.txt)."""
+  spec = read_spec(directory)
   from bert_tf.training import handoff
 
   config = BertConfig.from_json_file(os.path.join(directory, "bert_config.json"))

@@ -225,24 +225,9 @@ def split_path(task: GlueTask | str, data_dir: str, split: str) -> str:
 def _rows(path: str) -> Iterator[tuple[int, list[str] | None]]:
   """Yields (1-based line number, fields) per non-blank line; fields is None for a line csv cannot split."""
 
-  def lines() -> Iterator[str]:
-    try:
-      f = text_io.open_binary(path)
-    except FileNotFoundError:
-      raise
-    except OSError as e:  # Permission denied, a directory, ...
-      raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
-    with f:
-      for number, raw in enumerate(f, start=1):
-        try:
-          # utf-8-sig drops MRPC's byte-order mark; on later lines it is plain UTF-8.
-          yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-          raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); "
-                           "the GLUE files are UTF-8: download the task again") from None
-
   csv.field_size_limit(_FIELD_SIZE_LIMIT)
-  reader = csv.reader(lines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+  lines = text_io.decoded_lines(path, "the GLUE files are UTF-8: download the task again")
+  reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
   while True:
     try:
       row = next(reader)

@@ -1,14 +1,19 @@
-"""GLUE fine-tuning: what `scripts/run_classifier.py` runs.
+"""GLUE fine-tuning, and fine-tuning on your own files: what `scripts/run_classifier.py` runs.
 
   data_dir/*.tsv --glue.read_examples (every split the --do_* flags ask for, before any work)--> examples --classification.write_feature_file--> features (TFRecords,
   cached under <features_dir>/glue/<task>/) --finetuning.train--> BertClassifier --> eval_results, GLUE
   submission files, and <output_dir>/classifier/ (what export and prediction load)
+
+Your own files (--train_file, --validation_file, --test_file: CSV, TSV or JSON lines) take the same path:
+`user_data.read_inputs` reads them into the same examples and a `glue.GlueTask` whose labels, pairing and
+metrics come from the files; features are cached under <features_dir>/own/<task>/.
 
 Outputs in --output_dir:
   checkpoints/, train/          training checkpoints and TensorBoard summaries (a rerun resumes)
   eval_results.txt / .json      dev metrics per evaluation split ("key = value", google-research's format)
   <TASK>.tsv                    test predictions in the GLUE submission format (index, prediction)
   test_results.tsv              per-class probabilities of the test examples (google-research's file)
+  test_predictions.{csv,tsv,jsonl}  your own test file's predictions, as label strings (instead of <TASK>.tsv)
   classifier/                   the fine-tuned model, its vocab, config and label names (export reads it)
   selection.json                with --learning_rates / --num_restarts: every run's dev score and the winner
 """
@@ -26,16 +31,17 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.tasks import classification, glue, metrics
+from bert_tf.tasks import classification, glue, metrics, user_data
 from bert_tf.training import distribute, finetuning
 
 
 @dataclasses.dataclass
 class ClassifierConfig(finetuning.TaskRunConfig):
-  """One GLUE run: the task's flags and the shared fine-tuning ones (`finetuning`)."""
+  """One GLUE run, or one on your own files (`data_files`, instead of task_name and data_dir): the task's flags
+  and the shared fine-tuning ones (`finetuning`)."""
 
-  task_name: str
-  data_dir: str
+  task_name: str | None
+  data_dir: str | None
   vocab_file: str
   finetuning: finetuning.FinetuningConfig
   do_lower_case: bool = True
@@ -53,21 +59,33 @@ class ClassifierConfig(finetuning.TaskRunConfig):
   # Where finetuning.bert_config was read from (--bert_config_file), named in messages; default: the
   # bert_config.json beside init_checkpoint when it is that config.
   bert_config_file: str | None = None
+  data_files: user_data.DataFiles | None = None  # Your own files, instead of --task_name and --data_dir.
 
   @property
   def output_dir(self) -> str:
     return self.finetuning.output_dir
 
-  def validate(self) -> glue.GlueTask:
-    task = glue.get_task(self.task_name)
+  def validate(self) -> glue.GlueTask | None:
+    """Checks the flags; returns the GLUE task, or None for your own files (their task is read from them:
+    `task_and_inputs`)."""
+    if self.data_files is not None:
+      if self.task_name or self.data_dir:
+        raise ValueError("give --task_name and --data_dir (a GLUE task) or --train_file, --validation_file, "
+                         "--test_file (your own files), not both")
+      task = None
+    else:
+      task = glue.get_task(self.task_name)
     self.finetuning.validate()
     if not (self.do_train or self.do_eval or self.do_predict):
       raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
-    if task.name == "AX" and (self.do_train or self.do_eval):
+    if self.data_files is not None:
+      self.data_files.validate(self.do_train, self.do_eval, self.do_predict)
+    elif task.name == "AX" and (self.do_train or self.do_eval):
       raise ValueError("--task_name=AX has a test set only: train and evaluate on MNLI, then --do_predict AX "
                        "with --init_checkpoint=<the MNLI --output_dir>/classifier")
-    self.finetuning.check_evaluation(self.do_train, self.do_eval, metric_names(task))
-    if self.max_seq_length < (4 if task.is_pair else 3):
+    if task is not None:
+      self.finetuning.check_evaluation(self.do_train, self.do_eval, metric_names(task))
+    if self.max_seq_length < (4 if task is not None and task.is_pair else 3):
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] text [SEP]")
     self.check_length_and_vocab()
     if self.num_restarts < 1:
@@ -119,16 +137,42 @@ def read_inputs(config: ClassifierConfig, task: glue.GlueTask,
   return inputs
 
 
+def task_and_inputs(config: ClassifierConfig,
+                    say: Callable[[str], None] = logging.info) -> tuple[glue.GlueTask, Inputs]:
+  """The flags checked (`validate`), then the task and every split the flags ask for, read before any work:
+  a GLUE task's files (`read_inputs`), or your own files, which also give the task (`user_data.read_inputs`;
+  without --do_train, the task of the classifier at --init_checkpoint)."""
+  task = config.validate()
+  if config.data_files is None:
+    return task, read_inputs(config, task, say)
+  splits = ((("train",) if config.do_train else ()) + (("dev",) if config.do_eval else ())
+            + (("test",) if config.do_predict else ()))
+  trained = None if config.do_train else classification.read_spec(config.finetuning.init_checkpoint)
+  task, inputs = user_data.read_inputs(config.data_files, splits, trained)
+  config.finetuning.check_evaluation(config.do_train, config.do_eval, metric_names(task))
+  if task.is_pair and config.max_seq_length < 4:
+    raise ValueError(f"--max_seq_length={config.max_seq_length}: too short to hold [CLS] A [SEP] B [SEP]")
+  for split, result in inputs.items():
+    say(f"{result.path}: {len(result.examples)} {split} examples")
+  kind = f"labels {', '.join(task.labels)}" if task.labels else "regression"
+  say(f"task {task.name}: {'sentence pairs' if task.is_pair else 'single sentences'}, {kind}; "
+      f"metrics {', '.join(task.metric_names)}")
+  return task, inputs
+
+
 # -- Features -------------------------------------------------------------------------------------------------
 
 
 def feature_file(config: ClassifierConfig, task: glue.GlueTask, split: str, tokenizer,
                  say: Callable[[str], None] = logging.info,
                  inputs: Inputs | None = None) -> tuple[classification.FeatureFile, list]:
-  """The split's feature file, written on first use under <features_dir>/glue/<task>/ and reused after;
-  returns it and the split's examples (their guids name test predictions). The examples come from `inputs`
-  (`read_inputs`) when it holds the split, else from the file."""
+  """The split's feature file, written on first use under <features_dir>/glue/<task>/ (own files:
+  <features_dir>/own/<task>/) and reused after; returns it and the split's examples (their guids name test
+  predictions). The examples come from `inputs` (`read_inputs`) when it holds the split, else from the file (a
+  GLUE task's; your own files are always read by `task_and_inputs`)."""
   result = inputs[split] if inputs and split in inputs else None
+  if result is None and config.data_files is not None:
+    raise ValueError(f"the {split} split of your own files was not read: pass the inputs of task_and_inputs")
   if result is None:
     result = glue.read_examples(task, config.data_dir, split)
     if result.skipped:
@@ -138,10 +182,13 @@ def feature_file(config: ClassifierConfig, task: glue.GlueTask, split: str, toke
     examples = examples[:config.max_train_examples]
   if not examples:
     raise ValueError(f"{result.path}: holds no examples")
+  # Own files: the columns, labels (their ids) and task type decide the features too. GLUE keys are unchanged.
+  own = () if config.data_files is None else (*config.data_files.cache_parts(), task.labels, task.is_pair)
   key = classification.feature_file_key(
       classification.file_fingerprint(result.path), classification.file_fingerprint(config.vocab_file),
-      config.do_lower_case, config.max_seq_length, len(examples), task.name)
-  path = os.path.join(config.features_dir, "glue", task.name, f"{split}-{key}.tfrecord")
+      config.do_lower_case, config.max_seq_length, len(examples), task.name, *own)
+  path = os.path.join(config.features_dir, "glue" if config.data_files is None else "own", task.name,
+                      f"{split}-{key}.tfrecord")
   info = classification.read_feature_file_info(path)
   if info is not None:
     say(f"{task.name} {split}: reusing {path} ({info.num_examples} examples)")
@@ -292,7 +339,8 @@ def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
 
 def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
                  say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> list[str]:
-  """Test predictions: <TASK>.tsv (GLUE submission format) and test_results.tsv (probabilities) per split."""
+  """Test predictions: <TASK>.tsv (GLUE submission format; own files: test_predictions.<csv, tsv or jsonl>,
+  `user_data.write_predictions`) and test_results.tsv (probabilities) per split."""
   written = []
   for split in task.test_splits():
     examples, outputs, _ = _predict_split(model, config, task, strategy, tokenizer, split,
@@ -300,7 +348,11 @@ def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy,
     predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
     if not distribute.is_chief(strategy):
       continue
-    path = glue.write_submission(task, split, [e.guid for e in examples], predictions.tolist(), config.output_dir)
+    if config.data_files is not None:
+      path = user_data.write_predictions(config.data_files, task, predictions.tolist(), config.output_dir)
+    else:
+      path = glue.write_submission(task, split, [e.guid for e in examples], predictions.tolist(),
+                                   config.output_dir)
     rows = probabilities.reshape(len(examples), -1)
     name = "test_results.tsv" if len(task.test_splits()) == 1 else f"test_results_{split}.tsv"
     fileio.write_text_atomic(os.path.join(config.output_dir, name),
@@ -319,12 +371,11 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
   <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at <output_dir>.
 
   Every input is checked before any work: the flags and the vocabulary against the BERT config (`validate`),
-  then every data file the flags ask for (`read_inputs`); a bad one raises naming the file (and line).
+  then every data file the flags ask for (`task_and_inputs`); a bad one raises naming the file (and line).
   """
   from bert_tf.data.tokenization import FullTokenizer
 
-  task = config.validate()
-  inputs = read_inputs(config, task, say)
+  task, inputs = task_and_inputs(config, say)
   strategy = strategy or config.finetuning.strategy()
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)

@@ -1,4 +1,5 @@
-"""The GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson and Spearman correlation.
+"""The GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson and Spearman correlation; and macro F1
+(for your own data with more than two labels, `user_data`).
 
 The leaderboard computes these with scikit-learn and scipy; we compute the same numbers (the tests compare
 against both) without either, so evaluation needs nothing beyond numpy and imports in milliseconds.
@@ -38,14 +39,26 @@ def accuracy(predictions: ArrayLike, labels: ArrayLike) -> float:
   return float(np.mean(x == y))
 
 
-def f1(predictions: ArrayLike, labels: ArrayLike) -> float:
-  """Binary F1 of the positive class 1: 2·TP / (2·TP + FP + FN); 0.0 when there is no 1 in either input."""
-  x, y = _pair(predictions, labels)
-  predicted, true = x == 1, y == 1
+def _class_f1(x: np.ndarray, y: np.ndarray, positive) -> float:
+  """F1 of class `positive`: 2·TP / (2·TP + FP + FN); 0.0 when it is in neither input."""
+  predicted, true = x == positive, y == positive
   tp = np.sum(predicted & true)
   wrong = np.sum(predicted != true)  # FP + FN.
   denominator = 2 * tp + wrong
   return float(2 * tp / denominator) if denominator else 0.0
+
+
+def f1(predictions: ArrayLike, labels: ArrayLike) -> float:
+  """Binary F1 of the positive class 1: 2·TP / (2·TP + FP + FN); 0.0 when there is no 1 in either input."""
+  x, y = _pair(predictions, labels)
+  return _class_f1(x, y, 1)
+
+
+def macro_f1(predictions: ArrayLike, labels: ArrayLike) -> float:
+  """The unweighted mean of each class's F1 over the classes found in either input (scikit-learn's
+  `f1_score(average="macro")` without `labels=`): a class the model never predicts counts as 0."""
+  x, y = _pair(predictions, labels)
+  return float(np.mean([_class_f1(x, y, c) for c in np.unique(np.concatenate([x, y]))]))
 
 
 def matthews_corrcoef(predictions: ArrayLike, labels: ArrayLike) -> float:
@@ -98,6 +111,7 @@ def spearman(x: ArrayLike, y: ArrayLike) -> float:
 _METRICS = {
     "accuracy": accuracy,
     "f1": f1,
+    "macro_f1": macro_f1,
     "matthews_corrcoef": matthews_corrcoef,
     "pearson": pearson,
     "spearman": spearman,

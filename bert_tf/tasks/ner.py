@@ -1,6 +1,10 @@
 """CoNLL-2003 named-entity recognition: the column files -> sentences -> WordPiece windows with one label per
 word, on its first piece (the BERT paper, section 5.3).
 
+Your own data may also be JSON lines (a `.json` or `.jsonl` file: `train.jsonl`, `dev.jsonl`, `test.jsonl` in
+--data_dir): one sentence a line, `{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}`, all one document;
+its tags are read as a column file's are, and errors name the sentence's line.
+
 Reading. The CoNLL-2003 release has one token a line, `word POS chunk NER` separated by spaces, a blank line
 between sentences and a `-DOCSTART- -X- -X- O` line opening each document. Any number of columns (2 or more)
 is read, the same on every line of a file: the word is the first, the tag the last. The tags are one of
@@ -42,6 +46,7 @@ Pure Python (no TensorFlow).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from typing import Iterator, Sequence
@@ -53,19 +58,26 @@ SCHEMES = ("IOB1", "IOB2", "BIOES")
 LABEL_SCHEMES = ("IOB2", "BIOES")
 DOCSTART = "-DOCSTART-"
 # The files of a data dir, by split: the CoNLL-2003 release's names first, then a common copy's.
-SPLIT_FILES = {"train": ("eng.train", "train.txt"), "dev": ("eng.testa", "valid.txt", "dev.txt"),
-               "test": ("eng.testb", "test.txt")}
+SPLIT_FILES = {"train": ("eng.train", "train.txt", "train.jsonl", "train.json"),
+               "dev": ("eng.testa", "valid.txt", "dev.txt", "dev.jsonl", "dev.json"),
+               "test": ("eng.testb", "test.txt", "test.jsonl", "test.json")}
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")  # not str.split(): a no-break space stays inside a word
 
 
 @dataclasses.dataclass(frozen=True)
 class NerSentence:
-  """One sentence: its words and tags as in the file, the line of its first word, and its document's index."""
+  """One sentence: its words and tags as in the file, the line of its first word, and its document's index.
+  one_line: the whole sentence is on `line` (JSON lines), not a word a line."""
 
   words: tuple[str, ...]
   tags: tuple[str, ...]
   line: int
   document: int
+  one_line: bool = False
+
+  def word_line(self, i: int) -> int:
+    """The line of word `i` (0-based): errors name it."""
+    return self.line if self.one_line else self.line + i
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,13 +156,57 @@ def parse_conll(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   if not sentences:
     raise ValueError(f"{path}: holds no sentences; expected CoNLL lines 'word POS chunk NER' with a blank line "
                      "between sentences")
+  return _conll_file(path, sentences, scheme, document + 1, columns)
+
+
+def _conll_file(path: str, sentences: list[NerSentence], scheme: str, num_documents: int,
+                num_columns: int) -> ConllFile:
   found, irregular, first_irregular = check_scheme(sentences, path, scheme)
   types = sorted({split_tag(t)[1] for s in sentences for t in s.tags} - {""})
-  return ConllFile(path, sentences, found, tuple(types), document + 1, columns, irregular, first_irregular)
+  return ConllFile(path, sentences, found, tuple(types), num_documents, num_columns, irregular, first_irregular)
+
+
+def parse_json_lines(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
+  """The bytes of a JSON lines file, one `{"tokens": [...], "tags": [...]}` sentence a line (other keys are
+  ignored) -> its sentences, one document (`parse_conll`'s result; `num_columns` 2: a word and its tag)."""
+  if scheme != "auto" and scheme not in SCHEMES:
+    raise ValueError(f"--tag_scheme={scheme}: choose auto or one of {', '.join(SCHEMES)}")
+  sentences: list[NerSentence] = []
+  for number, line in enumerate(_decode(data, path).split("\n"), 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one sentence "
+                       'a line, e.g. {"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}') from None
+    if not isinstance(record, dict):
+      raise ValueError(f"{path}:{number}: a JSON {type(record).__name__}, not an object with \"tokens\" and "
+                       '"tags"')
+    for key in ("tokens", "tags"):
+      value = record.get(key)
+      if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        found = "it has " + ", ".join(repr(k) for k in record) if key not in record else "not a list of words"
+        raise ValueError(f"{path}:{number}: column {key!r}: give a list of non-empty strings ({found})")
+    tokens, tags = record["tokens"], record["tags"]
+    if not tokens or len(tokens) != len(tags):
+      raise ValueError(f"{path}:{number}: {len(tokens)} tokens and {len(tags)} tags; give one tag per token, "
+                       "and at least one token")
+    for tag in tags:
+      try:
+        split_tag(tag)
+      except ValueError as e:
+        raise ValueError(f"{path}:{number}: column 'tags': unknown {e}") from None
+    sentences.append(NerSentence(tuple(tokens), tuple(tags), number, 0, one_line=True))
+  if not sentences:
+    raise ValueError(f"{path}: holds no sentences; give one JSON object a line, "
+                     '{"tokens": [...], "tags": [...]}')
+  return _conll_file(path, sentences, scheme, 1, 2)
 
 
 def read_conll(path: str, scheme: str = "auto") -> ConllFile:
-  """Reads a CoNLL-2003 style file (local or gs://); see the module docstring.
+  """Reads a CoNLL-2003 style file, or JSON lines (a .json or .jsonl file), local or gs://; see the module
+  docstring.
 
   Args:
     scheme: "auto" (detect IOB1, IOB2 or BIOES), or the file's scheme (see the module docstring).
@@ -162,6 +218,8 @@ def read_conll(path: str, scheme: str = "auto") -> ConllFile:
     raise FileNotFoundError(f"{path}: no such CoNLL file")
   with fileio.open_file(path, "rb") as f:
     data = f.read()
+  if path.lower().endswith((".json", ".jsonl")):
+    return parse_json_lines(data, path, scheme)
   return parse_conll(data, path, scheme)
 
 
@@ -229,7 +287,7 @@ def check_scheme(sentences: Sequence[NerSentence], path: str, scheme: str = "aut
   for sentence in sentences:
     for i, kind, message in _sequence_problems(sentence.tags):
       # Sentences are blank-line separated, so a sentence's tags sit on consecutive lines: line + i is exact.
-      first.setdefault(kind, (sentence.line + i, message))
+      first.setdefault(kind, (sentence.word_line(i), message))
       counts[kind] = counts.get(kind, 0) + 1
   given = scheme != "auto"
   if not given:
@@ -292,7 +350,7 @@ def check_types(conll: ConllFile, types: Sequence[str], what: str) -> None:
     for i, tag in enumerate(sentence.tags):
       kind = split_tag(tag)[1]
       if kind and kind not in known:
-        raise ValueError(f"{conll.path}:{sentence.line + i}: unknown tag {tag}: {what} knows the types "
+        raise ValueError(f"{conll.path}:{sentence.word_line(i)}: unknown tag {tag}: {what} knows the types "
                          f"{', '.join(sorted(known))}")
 
 

@@ -7,6 +7,11 @@ that hold a comma or a quote are quoted, `"` doubled inside them: standard CSV, 
 GLUE's unquoted TSVs). Columns are found by their names in the header, so a file with the columns in another
 order still reads right, and a file that is not a SWAG file fails at line 1 naming what it lacks.
 
+Your own data: any CSV with the columns `sent1`, `sent2`, `ending0`..`ending3` and (but for test) `label`, or
+JSON lines (`train.jsonl`, `val.jsonl`, `test.jsonl`, used where the .csv is absent) of objects with those keys
+(a label an integer or its text). The index column (JSON: an "id" key) is optional; without it an example's id is
+its row's 0-based position.
+
 An example's id is the index column's value (what test predictions are keyed by). The paper (section 4.4)
 scores each of the four endings with the context: sequence i of an example is
 
@@ -24,13 +29,13 @@ Pure Python (no TensorFlow), except that `encode_example` uses `classification.e
 
 from __future__ import annotations
 
-import csv
 import dataclasses
+import json
 import os
 from collections.abc import Iterator
 
 from bert_tf import fileio
-from bert_tf.data import text_io
+from bert_tf.tasks import user_data
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -67,89 +72,73 @@ class SwagReadResult:
 
 
 def split_path(data_dir: str, split: str) -> str:
-  """`data_dir`/train.csv, val.csv or test.csv for split "train", "val" or "test"."""
+  """`data_dir`/train.csv, val.csv or test.csv for split "train", "val" or "test"; `<split>.jsonl` (or .json)
+  instead where only that exists."""
   if split not in SPLITS:
     raise ValueError(f"split {split!r} is not a SWAG split; choose one of {', '.join(SPLITS)}")
-  return os.path.join(data_dir, SPLITS[split])
+  path = os.path.join(data_dir, SPLITS[split])
+  if not fileio.exists(path):
+    return next((other for other in (os.path.join(data_dir, f"{split}{ext}") for ext in (".jsonl", ".json"))
+                 if fileio.exists(other)), path)
+  return path
 
 
-def _records(path: str) -> Iterator[tuple[int, int, list[str]]]:
-  """Yields (first line, last line, fields) per CSV record, 1-based line numbers; blank lines are skipped."""
-
-  def lines() -> Iterator[str]:
-    try:
-      f = text_io.open_binary(path)
-    except FileNotFoundError:
-      raise
-    except OSError as e:  # Permission denied, a directory, ...
-      raise ValueError(f"{path}: cannot be read ({e.strerror or e}); check that it is a readable file") from None
-    with f:
-      for number, raw in enumerate(f, start=1):
-        try:
-          # utf-8-sig drops a byte-order mark (an editor's re-save); on later lines it is plain UTF-8.
-          yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-          raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start} of the line); the "
-                           "SWAG files are UTF-8: download them again") from None
-
-  reader = csv.reader(lines())
-  while True:
-    first = reader.line_num + 1
-    try:
-      row = next(reader)
-    except StopIteration:
-      return
-    except csv.Error as e:
-      raise ValueError(f"{path}:{first}: not a CSV row ({e}); repair or delete that line, or download the file "
-                       "again") from None
-    if row:
-      yield first, reader.line_num, row
+def _rows(path: str, wanted: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+  """(first line, column -> value) per example of a SWAG CSV or JSON lines file, its columns checked."""
+  is_json = path.lower().endswith((".json", ".jsonl"))
+  table = user_data.read_table(path, "jsonl" if is_json else "csv", "repair or delete that row, or download the "
+                               "file again", empty="download the SWAG data again")
+  if table.header is not None:
+    missing = [name for name in wanted if name not in table.header]
+    if missing:
+      kind = "train.csv or val.csv" if LABEL_COLUMN in wanted else "test.csv"
+      raise ValueError(f"{path}:{table.header_line}: the header has no {', '.join(repr(m) for m in missing)} (it "
+                       f"reads {','.join(table.header)!r}); is this a SWAG file ({kind}) of the official release, "
+                       "or one with its columns?")
+  for line, row in table.rows:
+    missing = [name for name in wanted if name not in row]
+    if missing:  # JSON lines: each record has its own keys.
+      raise ValueError(f"{path}:{line}: no column {', '.join(repr(m) for m in missing)}; this record has "
+                       f"{', '.join(repr(k) for k in row) or 'none'}")
+    yield line, {**row, INDEX_COLUMN: row.get("id") if is_json else row.get(INDEX_COLUMN)}
 
 
 def read_examples(path: str, has_labels: bool) -> SwagReadResult:
-  """Reads a SWAG CSV file (local, gs:// or gzip): train.csv and val.csv with `has_labels`, test.csv without.
+  """Reads a SWAG CSV file, or JSON lines (.json, .jsonl), local, gs:// or gzip: train and val with
+  `has_labels`, test without.
 
-  Raises FileNotFoundError for a missing file; ValueError naming path:line for an empty file, a header without
-  SWAG's columns, a row whose field count differs from the header's, an empty ending, a label that is not 0-3,
-  or bytes that are not UTF-8.
+  Raises FileNotFoundError for a missing file; ValueError naming path:line for an empty file, a header (or
+  record) without SWAG's columns, a row whose field count differs from the header's, an empty text or ending,
+  a label that is not 0-3, or bytes that are not UTF-8.
   """
   if not fileio.exists(path):
     raise FileNotFoundError(f"{path} does not exist: --data_dir should be a folder of the SWAG release (its "
                             f"data/ folder), which holds {', '.join(SPLITS.values())}")
-  records = _records(path)
-  header = next(records, None)
-  if header is None:
-    raise ValueError(f"{path}:1: the file is empty; download the SWAG data again")
-  header_line, _, names = header
-  wanted = (INDEX_COLUMN, *_TEXT_COLUMNS) + ((LABEL_COLUMN,) if has_labels else ())
-  missing = [name for name in wanted if name not in names]
-  if missing:
-    shown = ", ".join("the unnamed index column" if m == INDEX_COLUMN else repr(m) for m in missing)
-    raise ValueError(f"{path}:{header_line}: the header has no {shown} (it reads {','.join(names)!r}); is this a "
-                     f"SWAG file ({'train.csv or val.csv' if has_labels else 'test.csv'}) of the official release?")
-  column = {name: names.index(name) for name in wanted}
+  wanted = _TEXT_COLUMNS + ((LABEL_COLUMN,) if has_labels else ())
   examples = []
-  for first, last, row in records:
-    if len(row) != len(names):
-      runs_on = (f" (the row runs on to line {last}: is a quote left open?)" if last > first else "")
-      raise ValueError(f"{path}:{first}: {len(row)} comma-separated fields, expected {len(names)} as in the "
-                       f"header{runs_on}; repair or delete that row, or download the file again")
+  for first, row in _rows(path, wanted):
+    for name in _TEXT_COLUMNS:
+      if not isinstance(row[name], str):
+        raise ValueError(f"{path}:{first}: {name} is {json.dumps(row[name])}, not text; give a string")
     for name in ENDING_COLUMNS:
-      if not row[column[name]].strip():
+      if not row[name].strip():
         raise ValueError(f"{path}:{first}: {name} is empty; every SWAG example has four endings: repair or "
                          "delete that row")
     label = None
     if has_labels:
-      text = row[column[LABEL_COLUMN]]
+      text = row[LABEL_COLUMN]
+      text = str(text) if isinstance(text, int) and not isinstance(text, bool) else text
       if text not in {str(i) for i in range(NUM_CHOICES)}:
         raise ValueError(f"{path}:{first}: label {text!r} is not one of 0-{NUM_CHOICES - 1} (the index of the "
                          "true ending); repair or delete that row")
       label = int(text)
-    examples.append(SwagExample(guid=row[column[INDEX_COLUMN]], sent1=row[column["sent1"]],
-                                sent2=row[column["sent2"]],
-                                endings=tuple(row[column[name]] for name in ENDING_COLUMNS), label=label))
+    guid = row[INDEX_COLUMN]
+    examples.append(SwagExample(guid=str(len(examples)) if guid is None else str(guid), sent1=row["sent1"],
+                                sent2=row["sent2"], endings=tuple(row[name] for name in ENDING_COLUMNS),
+                                label=label))
   if not examples:
-    raise ValueError(f"{path}: holds a header but no examples; download the SWAG data again")
+    raise ValueError(f"{path}: holds {'a header but ' if not path.lower().endswith(('.json', '.jsonl')) else ''}"
+                     "no examples; download the SWAG data again")
   return SwagReadResult(examples=examples, path=path)
 
 
