@@ -171,11 +171,12 @@ def test_converter_script_round_trips_exactly(minilm_dir, minilm, tmp_path):
     script.FLAGS(["convert_checkpoint.py", *argv])
     script.main([])
 
-  ours, tf1, again = (str(tmp_path / name) for name in ("ours", "tf1", "ours_again"))
+  ours, tf1, again, hf_dir = (str(tmp_path / name) for name in ("ours", "tf1", "ours_again", "hf"))
   run("--input_format=hf", f"--input={minilm_dir}", "--output_format=ours", f"--output_dir={ours}")
   run("--input_format=ours", f"--input={ours}", "--output_format=tf1", f"--output_dir={tf1}")
   run("--input_format=tf1", f"--input={tf1}/bert_model.ckpt", "--output_format=ours",
       f"--output_dir={again}")
+  run("--input_format=ours", f"--input={again}", "--output_format=hf", f"--output_dir={hf_dir}")
   assert sorted(os.listdir(ours)) == ["bert_config.json", "encoder", "vocab.txt"]
   assert sorted(os.listdir(tf1)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                      "bert_model.ckpt.index", "vocab.txt"]
@@ -193,6 +194,20 @@ def test_converter_script_round_trips_exactly(minilm_dir, minilm, tmp_path):
   status = tf.train.Checkpoint(encoder=encoder).read(tf.train.latest_checkpoint(f"{ours}/encoder"))
   status.assert_existing_objects_matched()
   assert_same_weights(encoder, minilm.encoder)
+  # hf -> ours -> tf1 -> ours -> hf gives back every tensor of the real folder exactly, and its config.
+  assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors", "special_tokens_map.json",
+                                    "tokenizer_config.json", "vocab.txt"]
+  back = convert.read_safetensors(f"{hf_dir}/model.safetensors")
+  assert sorted(back) == sorted(state)
+  for name, value in state.items():
+    assert back[name].dtype == value.dtype, name
+    np.testing.assert_array_equal(back[name], value, err_msg=name)
+  with open(f"{hf_dir}/config.json") as f, open(os.path.join(minilm_dir, "config.json")) as g:
+    assert json.load(f) == json.load(g)
+  with open(f"{hf_dir}/vocab.txt", "rb") as f, open(os.path.join(minilm_dir, "vocab.txt"), "rb") as g:
+    assert f.read() == g.read()
+  with open(f"{hf_dir}/tokenizer_config.json") as f:
+    assert json.load(f)["do_lower_case"] is True  # bert-base-uncased's vocabulary has no upper-case token.
 
 
 # --- Tiny models, with the pretraining heads ----------------------------------------------------------
@@ -287,15 +302,90 @@ def test_hf_config_mapping():
     convert.hf_config_to_bert_config(dict(values, position_embedding_type="relative_key"))
 
 
-def test_pretraining_output_directory_converts(tiny_pretrainer, tmp_path):
-  """The hand-off layout of pretraining (bert_tf.training.handoff): encoder_checkpoint/encoder."""
-  tf.train.Checkpoint(encoder=tiny_pretrainer.encoder).write(str(tmp_path / "encoder_checkpoint" / "encoder"))
-  tiny_pretrainer.config.to_json_file(str(tmp_path / "bert_config.json"))
-  converted = convert.load_ours(str(tmp_path))
-  assert converted.heads == () and converted.pretrainer is None
-  assert_same_weights(converted.encoder, tiny_pretrainer.encoder)
-  with pytest.raises(FileNotFoundError, match="no checkpoint in encoder/"):
-    convert.load_ours(str(tmp_path / "encoder_checkpoint"))
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """A tiny model pretrained here: 4 steps of run_pretraining, training checkpoints at steps 2 and 4."""
+  import training_helpers as th
+  from bert_tf.training import pretraining
+
+  directory = tmp_path_factory.mktemp("pretrained")
+  data = th.write_records(directory / "data", num_files=1, per_file=9)
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(directory / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=4, num_warmup_steps=0, learning_rate=1e-2,
+      save_checkpoints_steps=2, distribution_strategy="one_device")
+  pretraining.run_pretraining(config)
+  return str(directory / "out"), th.write_vocab(directory)
+
+
+def test_pretraining_output_directory_converts_with_its_heads(pretrained):
+  """A pretraining --output_dir: its newest training checkpoint, or --step's, with the MLM and NSP heads."""
+  out, _ = pretrained
+  newest = convert.load_ours(out)
+  assert newest.heads == convert.HEADS and newest.vocab_file is None
+  step_2 = convert.load_ours(out, step=2)
+  assert step_2.heads == convert.HEADS
+  assert_same_weights(convert.load_ours(f"{out}/checkpoints/ckpt-2").pretrainer, step_2.pretrainer)
+  assert_same_weights(convert.load_ours(f"{out}/checkpoints").pretrainer, newest.pretrainer)
+  assert not np.array_equal(step_2.pretrainer.mlm_head.output_bias.numpy(),
+                            newest.pretrainer.mlm_head.output_bias.numpy())
+  # The encoder hand-off written at the end is the last step's encoder, without heads.
+  handoff = convert.load_ours(f"{out}/encoder_checkpoint")
+  assert handoff.heads == ()
+  assert_same_weights(handoff.encoder, newest.encoder)
+  with pytest.raises(FileNotFoundError, match=f"--step=3: {out}/checkpoints has no ckpt-3; its checkpoints are "
+                     "at steps 2, 4$"):
+    convert.load_ours(out, step=3)
+  with pytest.raises(FileNotFoundError, match=f"{out}/train: no checkpoint of bert_tf's here"):
+    convert.load_ours(f"{out}/train")
+
+
+def test_a_model_pretrained_here_gives_the_same_outputs_in_transformers(pretrained, tmp_path):
+  """Written as hf, transformers' BertForPreTraining and BertModel load it with no key missing or left over, and
+  compute our outputs (sequence, pooled, masked-LM and NSP logits) within 1e-5; its tokenizer gives our ids."""
+  torch = pytest.importorskip("torch")  # Development requirements; the import is here to keep it out of collection.
+  import transformers
+
+  from bert_tf.data import tokenization
+
+  out, vocab = pretrained
+  converted = convert.load_ours(out)
+  converted.vocab_file = vocab
+  convert.save_hf(converted, str(tmp_path))
+  with open(tmp_path / "config.json") as f:
+    assert json.load(f)["architectures"] == ["BertForPreTraining"]
+  theirs, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path), output_loading_info=True,
+                                                                attn_implementation="eager")
+  assert (info["missing_keys"], info["unexpected_keys"], info["mismatched_keys"]) == (set(), set(), set())
+  encoder_only = transformers.BertModel.from_pretrained(str(tmp_path), attn_implementation="eager")
+
+  rng = np.random.default_rng(5)
+  lengths = [13, 9, 4]
+  ids = rng.integers(5, 99, (3, 13)).astype(np.int32)
+  mask = (np.arange(13)[None] < np.array(lengths)[:, None]).astype(np.int32)
+  segments = (np.arange(13)[None] >= 3).astype(np.int32) * mask
+  positions = np.array([[1, 5, 12], [0, 2, 8], [1, 2, 3]], np.int32)
+  ours = converted.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+  mlm = converted.pretrainer.mlm_head(ours["sequence_output"], positions).numpy()
+  nsp = converted.pretrainer.nsp_head(ours["pooled_output"]).numpy()
+  with torch.no_grad():
+    args = dict(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask, dtype=torch.long),
+                token_type_ids=torch.tensor(segments, dtype=torch.long))
+    heads = theirs.eval()(**args)
+    encoded = encoder_only.eval()(**args)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(encoded.last_hidden_state.numpy()[real], ours["sequence_output"].numpy()[real],
+                             atol=1e-5)
+  np.testing.assert_allclose(encoded.pooler_output.numpy(), ours["pooled_output"].numpy(), atol=1e-5)
+  np.testing.assert_allclose(np.take_along_axis(heads.prediction_logits.numpy(), positions[..., None], axis=1),
+                             mlm.reshape(3, 3, -1), atol=1e-5)
+  np.testing.assert_allclose(heads.seq_relationship_logits.numpy(), nsp, atol=1e-5)
+
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+  text = "W7 w12 w93 unknown"
+  ours_tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  ours_ids = ours_tokenizer.convert_tokens_to_ids(["[CLS]", *ours_tokenizer.tokenize(text), "[SEP]"])
+  assert tokenizer(text)["input_ids"] == ours_ids
 
 
 def test_a_checkpoint_of_another_size_is_one_line_naming_both_files(tiny_pretrainer, tmp_path):
