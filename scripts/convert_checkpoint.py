@@ -30,7 +30,8 @@ OUTPUT_FORMATS = ("hf", "ours", "tf1")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("input_format", None, list(INPUT_FORMATS), "Format of --input.")
-flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory; ours: a "
+flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory, or a model id "
+                    "as hf:<id> (e.g. hf:bert-base-uncased, downloaded into the Hugging Face cache); ours: a "
                     "directory written by this script with --output_format=ours, a pretraining --output_dir "
                     "(its newest checkpoints/ckpt-N, with the heads), a fine-tuned model's folder, or a "
                     "checkpoint prefix.")
@@ -54,11 +55,16 @@ def main(argv):
                      "its own")
   if FLAGS.input_format == "hf" and FLAGS.vocab_file:
     raise ValueError("--vocab_file applies to --input_format=tf1 and ours; an hf input carries its own")
-  from bert_tf.model import convert
+  from bert_tf.model import convert, released
 
   if FLAGS.step is not None and FLAGS.input_format != "ours":
     raise ValueError(f"--step applies to --input_format=ours (a pretraining --output_dir), not {FLAGS.input_format}")
-  if FLAGS.input_format == "tf1":
+  if released.is_released(FLAGS.input):
+    scheme = FLAGS.input.split(":", 1)[0]
+    if FLAGS.input_format != scheme:
+      raise ValueError(f"--input={FLAGS.input} is a released model; pass --input_format={scheme} with it")
+    converted = convert.load_ours(released.local_path(FLAGS.input))  # Downloaded and converted once, cached.
+  elif FLAGS.input_format == "tf1":
     converted = convert.load_tf1(FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file)
   elif FLAGS.input_format == "ours":
     converted = convert.load_ours(FLAGS.input, step=FLAGS.step)

@@ -2,6 +2,7 @@
 (tests/golden/make_minilm_golden.py), TF1 checkpoints written as google-research writes and reads them,
 exact round trips, and the converter script."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -439,3 +440,64 @@ def test_script_run_shows_no_tensorflow_start_up_noise(tiny_pretrainer, tmp_path
   assert "wrote ours/encoder/ckpt-1" in result.stderr
   noise = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog", "Sharding callback")
   assert not [word for word in noise if word in result.stderr], result.stderr
+
+
+# --- Released weights by name ------------------------------------------------------------------------------
+
+
+def hf_cache_with(model_dir, cache, model_id: str, revision: str = "0123456789abcdef0123456789abcdef01234567"):
+  """A Hugging Face hub cache holding `model_dir`'s files as huggingface_hub lays it out:
+  models--<org>--<name>/blobs/<hash> (the contents), snapshots/<revision>/<file> (links to them), refs/main."""
+  import hashlib
+
+  repo = cache / ("models--" + model_id.replace("/", "--"))
+  (repo / "blobs").mkdir(parents=True)
+  (repo / "snapshots" / revision).mkdir(parents=True)
+  (repo / "refs").mkdir()
+  (repo / "refs" / "main").write_text(revision)
+  for name in sorted(os.listdir(model_dir)):
+    data = open(os.path.join(model_dir, name), "rb").read()
+    blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+    blob.write_bytes(data)
+    os.symlink(os.path.relpath(blob, repo / "snapshots" / revision), repo / "snapshots" / revision / name)
+  return repo
+
+
+def test_a_hugging_face_model_id_is_read_from_the_cache_offline_and_converted_once(tiny_pretrainer, tmp_path,
+                                                                                  monkeypatch):
+  from huggingface_hub import constants
+
+  from bert_tf.model import released
+  from bert_tf.training import finetuning
+
+  converted = tiny_converted(tiny_pretrainer)
+  converted.vocab_file = str(tmp_path / "vocab.txt")
+  (tmp_path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(99)))
+  convert.save_hf(converted, str(tmp_path / "made_here"))
+  hf_cache_with(str(tmp_path / "made_here"), tmp_path / "hub", "bert-tf-tests/tiny-bert")
+  monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+  monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # No network: only the cache.
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "bert_tf_cache"))
+
+  folder = released.local_path("hf:bert-tf-tests/tiny-bert")
+  assert folder == str(tmp_path / "bert_tf_cache" / "released" / "hf" / "bert-tf-tests--tiny-bert" /
+                       "0123456789abcdef0123456789abcdef01234567")
+  back = convert.load_ours(folder)
+  assert back.heads == convert.HEADS
+  hf_keys = {"model_type": "bert", "architectures": ["BertForPreTraining"], "layer_norm_eps": 1e-12}
+  assert back.config == dataclasses.replace(tiny_pretrainer.config, extras=hf_keys)
+  assert_same_weights(back.pretrainer, tiny_pretrainer)
+  # Converted once: the next use reads our cache and converts nothing.
+  monkeypatch.setattr(convert, "load_hf", lambda *a, **k: pytest.fail("converted a second time"))
+  assert finetuning.bert_config_for(None, "hf:bert-tf-tests/tiny-bert") == back.config
+  encoder = BertEncoder(tiny_pretrainer.config)
+  assert finetuning.init_encoder(encoder, "hf:bert-tf-tests/tiny-bert").startswith(folder)
+  assert_same_weights(encoder, tiny_pretrainer.encoder)
+
+  with pytest.raises(FileNotFoundError) as caught:
+    released.local_path("hf:google-bert/bert-base-uncased")
+  message = str(caught.value)
+  assert message.startswith(f"hf:google-bert/bert-base-uncased: not in the cache ({tmp_path}/hub/"
+                            "models--google-bert--bert-base-uncased) and it could not be downloaded here (")
+  assert "run `hf download google-bert/bert-base-uncased config.json model.safetensors vocab.txt " in message
+  assert "\n" not in message

@@ -227,8 +227,8 @@ def layer_count_mismatch(num_layers: int, names, pattern: str) -> str | None:
 
 
 def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
-  """Variable path -> the attribute names that lead to it from the encoder, as tf.train.Checkpoint names the
-  objects of its graph. They differ from variable paths: `layer_0/output/kernel` is reached by
+  """Variable path -> the attribute names that lead to it from the encoder (or any model), as tf.train.Checkpoint
+  names the objects of its graph. They differ from variable paths: `layer_0/output/kernel` is reached by
   `layer_0`, `output_dense`, `_kernel`."""
   paths = {id(v): v.path for v in encoder.variables}
   found: dict[str, tuple[str, ...]] = {}
@@ -413,6 +413,44 @@ def save_task_model(float32_model, settings_name: str, settings_text: str, vocab
 
   replace_dir(build, directory)
   return directory
+
+
+def is_task_model_dir(path: str | None) -> bool:
+  """Whether `path` is a folder `save_task_model` wrote (classifier/, squad_model/, ner_model/, swag_model/)."""
+  return bool(path) and tf.io.gfile.exists(os.path.join(path, TASK_MODEL_PREFIX + ".index")) and \
+      tf.io.gfile.exists(os.path.join(path, CONFIG_NAME))
+
+
+def task_head_mismatch(model, directory: str, settings_name: str, settings: dict) -> str | None:
+  """Why the task head (the variables of `model` outside `model.encoder`) of the task model's folder `directory`
+  cannot be `model`'s, or None when it can: the folder must hold `settings_name` (the settings file of
+  `model`'s task) with `settings`' values (e.g. the same labels in the same order), and every head variable of
+  `model`, with its shape."""
+  import json
+
+  path = os.path.join(directory, settings_name)
+  if not tf.io.gfile.exists(path):
+    return f"no {settings_name} (a model of another task)"
+  with tf.io.gfile.GFile(path) as f:
+    theirs = json.load(f)
+  for key, value in settings.items():
+    if theirs.get(key) != value:
+      return f"its {key} {theirs.get(key)!r} differ from this run's {value!r} ({path})"
+  encoder_variables = {id(v) for v in model.encoder.variables}
+  head = [v for v in model.variables if id(v) not in encoder_variables]
+  prefix = os.path.join(directory, TASK_MODEL_PREFIX)
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  graph = _object_graph(prefix)
+  paths = _attribute_paths(model)
+  for variable in head:
+    node = _node_at(graph, "/".join(("model",) + paths.get(variable.path, ("?",))))
+    key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
+               None) if node is not None else None
+    if key is None or key not in shapes:
+      return f"its model has no {variable.path}"
+    if tuple(shapes[key]) != tuple(variable.shape):
+      return f"{variable.path}: the folder has {_shape(shapes[key])}, this model needs {_shape(variable.shape)}"
+  return None if head else "this model has no head variables"
 
 
 def restore_task_model(model, directory: str, written_by: str) -> None:
