@@ -224,7 +224,9 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
         ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
         dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
     start = time.perf_counter()
-    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source)
+    head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
+    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source,
+                                   head=head)
     seconds = time.perf_counter() - start
     if result.interrupted:
       summary.update(interrupted=True, exit_code=result.exit_code)

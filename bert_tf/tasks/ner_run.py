@@ -243,7 +243,8 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
                       dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
-  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source)
+  head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
+  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source, head=head)
   seconds = time.perf_counter() - start
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}

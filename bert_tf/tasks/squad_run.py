@@ -230,7 +230,8 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say) -> tupl
                       dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # google-research's step arithmetic: examples (questions), not windows, per epoch.
-  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source)
+  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source,
+                                 head=(SETTINGS_NAME, {}))
   seconds = time.perf_counter() - start
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}

@@ -158,7 +158,8 @@ def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, 
   task = sf.MultipleChoiceTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
                                dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
-  run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source)
+  run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source,
+                                  head=(SETTINGS_NAME, {}))
   seconds = time.perf_counter() - start
   if trained.interrupted:
     return None, {"interrupted": True, "exit_code": trained.exit_code}

@@ -446,10 +446,11 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
     node = _node_at(graph, "/".join(("model",) + paths.get(variable.path, ("?",))))
     key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
                None) if node is not None else None
+    name = variable.path.removeprefix(model.name + "/")
     if key is None or key not in shapes:
-      return f"its model has no {variable.path}"
+      return f"its model has no {name}"
     if tuple(shapes[key]) != tuple(variable.shape):
-      return f"{variable.path}: the folder has {_shape(shapes[key])}, this model needs {_shape(variable.shape)}"
+      return f"{name}: the folder has {_shape(shapes[key])}, this model needs {_shape(variable.shape)}"
   return None if head else "this model has no head variables"
 
 
