@@ -25,7 +25,7 @@ from bert_tf import cli
 
 # Spelled out rather than read from bert_tf.model.convert, whose import loads TensorFlow: that must wait until
 # cli.run has quietened it (and --help needs no TensorFlow). tests/test_convert.py checks they are the library's.
-INPUT_FORMATS = ("hf", "ours", "tf1")
+INPUT_FORMATS = ("hf", "keras_hub", "ours", "tf1")
 OUTPUT_FORMATS = ("hf", "ours", "tf1")
 
 FLAGS = flags.FLAGS
@@ -34,7 +34,8 @@ flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf:
                     "as hf:<id> (e.g. hf:bert-base-uncased, downloaded into the Hugging Face cache); ours: a "
                     "directory written by this script with --output_format=ours, a pretraining --output_dir "
                     "(its newest checkpoints/ckpt-N, with the heads), a fine-tuned model's folder, or a "
-                    "checkpoint prefix.")
+                    "checkpoint prefix; keras_hub: a keras-hub BERT preset (bert_base_en_uncased, or "
+                    "keras_hub:bert_base_en_uncased, downloaded by keras-hub) or a preset folder.")
 flags.DEFINE_integer("step", None, "ours input only: the training checkpoint ckpt-<step> of a pretraining "
                      "--output_dir (default: the newest).")
 flags.DEFINE_enum("output_format", "ours", list(OUTPUT_FORMATS), "Format to write.")

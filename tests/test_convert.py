@@ -501,3 +501,63 @@ def test_a_hugging_face_model_id_is_read_from_the_cache_offline_and_converted_on
                             "models--google-bert--bert-base-uncased) and it could not be downloaded here (")
   assert "run `hf download google-bert/bert-base-uncased config.json model.safetensors vocab.txt " in message
   assert "\n" not in message
+
+
+def test_a_keras_hub_preset_is_read_from_kagglehubs_cache_offline_and_computes_what_keras_hub_does(tmp_path,
+                                                                                                   monkeypatch):
+  """A tiny preset written by keras-hub itself (save_to_preset), placed where kagglehub keeps
+  `keras_hub:bert_tiny_en_uncased` (models/keras/bert/keras/<preset>/<version>/ and its .complete markers)."""
+  import keras_hub
+
+  from bert_tf.model import released
+
+  backbone = keras_hub.models.BertBackbone(vocabulary_size=99, num_layers=2, num_heads=3, hidden_dim=18,
+                                           intermediate_dim=37, max_sequence_length=16, num_segments=2)
+  rng = np.random.default_rng(3)
+  for variable in backbone.weights:
+    variable.assign(rng.normal(scale=0.5, size=variable.shape).astype("float32"))
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)]
+  handle = keras_hub.models.BertBackbone.presets["bert_tiny_en_uncased"]["kaggle_handle"]
+  version = handle.rsplit("/", 1)[-1]
+  model = tmp_path / "kagglehub" / "models" / "keras" / "bert" / "keras" / "bert_tiny_en_uncased"
+  backbone.save_to_preset(str(model / version))
+  keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True).save_to_preset(str(model / version))
+  for root, _, files in os.walk(model / version):
+    for name in files:
+      marker = model / ".complete" / version / (os.path.relpath(os.path.join(root, name), model / version) + ".complete")
+      marker.parent.mkdir(parents=True, exist_ok=True)
+      marker.write_text("")
+  monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "kagglehub"))
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "bert_tf_cache"))
+
+  folder = released.local_path("keras_hub:bert_tiny_en_uncased")
+  assert folder == str(tmp_path / "bert_tf_cache" / "released" / "keras_hub" / "bert_tiny_en_uncased" / version)
+  converted = convert.load_ours(folder)
+  assert converted.config.hidden_act == "gelu_new" and converted.config.num_hidden_layers == 2
+  with open(converted.vocab_file) as f:
+    assert f.read().splitlines() == vocab
+  ids = rng.integers(5, 99, (3, 11)).astype(np.int32)
+  mask = (np.arange(11)[None] < np.array([[11], [6], [2]])).astype(np.int32)
+  segments = (np.arange(11)[None] >= 4).astype(np.int32) * mask
+  ours = converted.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+  theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": segments})
+  real = mask.astype(bool)
+  np.testing.assert_allclose(ours["sequence_output"].numpy()[real], np.asarray(theirs["sequence_output"])[real],
+                             atol=1e-5)
+  np.testing.assert_allclose(ours["pooled_output"].numpy(), np.asarray(theirs["pooled_output"]), atol=1e-5)
+
+  # An empty cache and no network (kagglehub has no offline switch; on this machine it fails on api.kaggle.com's
+  # name, as this stand-in does, without asking the network in a test).
+  import kagglehub
+
+  def no_network(handle, path=None, **kwargs):
+    raise ConnectionError(f"Failed to resolve 'api.kaggle.com' for {handle}")
+
+  monkeypatch.setattr(kagglehub, "model_download", no_network)
+  monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "empty"))
+  with pytest.raises(FileNotFoundError) as caught:
+    released.local_path("keras_hub:bert_small_en_uncased")
+  message = str(caught.value)
+  assert message.startswith(f"keras_hub:bert_small_en_uncased: not in the cache ({tmp_path}/empty/models/keras/"
+                            "bert/keras/bert_small_en_uncased/")
+  assert "keras_hub.models.BertBackbone.from_preset('bert_small_en_uncased')" in message and "\n" not in message

@@ -474,6 +474,66 @@ def load_hf(directory: str, dtype=None) -> Converted:
   return converted
 
 
+# keras-hub's BertBackbone variable paths (transformer_layer_<k>/...) -> google-research's names.
+_KERAS_HUB_NAMES = {
+    "token_embedding/embeddings": "bert/embeddings/word_embeddings",
+    "position_embedding/embeddings": "bert/embeddings/position_embeddings",
+    "segment_embedding/embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings_layer_norm": "bert/embeddings/LayerNorm",
+    "self_attention_layer/query": "attention/self/query",
+    "self_attention_layer/key": "attention/self/key",
+    "self_attention_layer/value": "attention/self/value",
+    "self_attention_layer/attention_output": "attention/output/dense",
+    "self_attention_layer_norm": "attention/output/LayerNorm",
+    "feedforward_intermediate_dense": "intermediate/dense",
+    "feedforward_output_dense": "output/dense",
+    "feedforward_layer_norm": "output/LayerNorm",
+    "pooled_dense": "bert/pooler/dense",
+}
+
+
+def keras_hub_to_tf1_names(backbone) -> dict[str, np.ndarray]:
+  """A keras-hub `BertBackbone`'s weights under TF1 names: the per-head attention kernels [H, heads, head_size]
+  and [heads, head_size, H] (and biases [heads, head_size]) flattened to TF1's [H, H] and [H]."""
+  hidden = backbone.hidden_dim
+  out = {}
+  for variable in backbone.weights:
+    path = variable.path.removeprefix(backbone.name + "/")
+    layer = re.match(r"transformer_layer_(\d+)/(.*)", path)
+    scope, leaf = (layer.group(2) if layer else path).rsplit("/", 1)
+    if leaf == "embeddings":
+      scope, leaf = f"{scope}/{leaf}", ""
+    if scope not in _KERAS_HUB_NAMES:
+      raise ValueError(f"{variable.path}: a keras-hub BertBackbone variable with no google-research counterpart")
+    name = _KERAS_HUB_NAMES[scope] if not layer else f"bert/encoder/layer_{layer.group(1)}/{_KERAS_HUB_NAMES[scope]}"
+    value = np.asarray(variable.numpy())
+    if leaf in ("kernel", "bias") and scope.startswith("self_attention_layer/"):
+      value = value.reshape((hidden, hidden) if leaf == "kernel" else (hidden,))
+    out[f"{name}/{leaf}" if leaf else name] = value
+  return out
+
+
+def load_keras_hub(preset: str, dtype=None) -> Converted:
+  """A keras-hub BERT preset (a name such as `bert_base_en_uncased`, downloaded by keras-hub into kagglehub's
+  cache, or a preset folder): its backbone and its vocabulary. The encoder uses the tanh GELU (`gelu_new`),
+  as keras-hub's BertBackbone computes it."""
+  import tempfile
+
+  import keras_hub
+
+  backbone = keras_hub.models.BertBackbone.from_preset(preset)
+  tokenizer = keras_hub.models.BertTokenizer.from_preset(preset)
+  config = BertConfig(vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
+                      num_hidden_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
+                      intermediate_size=backbone.intermediate_dim, hidden_act="gelu_new",
+                      hidden_dropout_prob=backbone.dropout, attention_probs_dropout_prob=backbone.dropout,
+                      max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)
+  vocab_file = os.path.join(tempfile.mkdtemp(prefix="bert_tf_keras_hub_"), VOCAB_NAME)
+  fileio.write_text_atomic(vocab_file, "".join(token + "\n" for token in tokenizer.get_vocabulary()))
+  return from_tf1_weights(keras_hub_to_tf1_names(backbone), config, source=f"keras_hub:{preset}",
+                          vocab_file=vocab_file, dtype=dtype)
+
+
 TRAINING_CHECKPOINTS_DIR = "checkpoints"  # <output_dir>/checkpoints/ckpt-<step> of a training run.
 
 
@@ -638,5 +698,6 @@ def save_hf(converted: Converted, output_dir: str) -> str:
   return path
 
 
-LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours}
+LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours,
+                                                "keras_hub": load_keras_hub}
 SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": save_ours, "hf": save_hf}

@@ -63,11 +63,11 @@ def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
   return target
 
 
-def _offline_error(name: str, where: str, command: str, reason: Exception) -> FileNotFoundError:
+def _offline_error(name: str, where: str, command: str, variable: str, reason: Exception) -> FileNotFoundError:
   first = str(reason).strip().splitlines()[0] if str(reason).strip() else type(reason).__name__
   return FileNotFoundError(f"{name}: not in the cache ({where}) and it could not be downloaded here ({first}); "
-                           f"where there is network, run `{command}`, then copy that cache folder here (or point "
-                           "the cache variable at it)")
+                           f"where there is network, run `{command}`, then copy that folder to the same place "
+                           f"here (or set {variable} to the cache it is in)")
 
 
 def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
@@ -80,12 +80,34 @@ def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
   except Exception as e:  # pylint: disable=broad-except  # Offline, unknown id, no network: all said the same way.
     raise _offline_error(
         f"{HF}{model_id}", os.path.join(constants.HF_HUB_CACHE, "models--" + model_id.replace("/", "--")),
-        f"hf download {model_id} {' '.join(f for f in HF_FILES if '*' not in f and 'index' not in f)}", e) from None
+        f"hf download {model_id} {' '.join(f for f in HF_FILES if '*' not in f and 'index' not in f)}",
+        "HF_HUB_CACHE", e) from None
   from bert_tf.model import convert
 
   return folder, os.path.basename(folder.rstrip("/")), convert.load_hf
 
 
 def _keras_hub_preset(preset: str) -> tuple[str, str, object]:
-  raise ValueError(f"{KERAS_HUB}{preset}: keras-hub presets are not converted yet; convert the same model from "
-                   "Hugging Face (hf:<model id>) or google-research's release (--input_format=tf1)")
+  """(preset, its version, loader) of a keras-hub BERT preset; keras-hub downloads it on conversion."""
+  import keras_hub
+
+  from bert_tf.model import convert
+
+  presets = keras_hub.models.BertBackbone.presets
+  if preset not in presets:
+    raise ValueError(f"{KERAS_HUB}{preset}: not a keras-hub BERT preset; choose one of {', '.join(sorted(presets))}")
+  handle = presets[preset]["kaggle_handle"]  # kaggle://keras/bert/keras/<preset>/<version>
+  version = handle.rsplit("/", 1)[-1]
+
+  def load(name):
+    try:
+      return convert.load_keras_hub(name)
+    except Exception as e:  # pylint: disable=broad-except  # Offline or no network: said the same way.
+      import kagglehub.config
+
+      where = os.path.join(kagglehub.config.get_cache_folder(), "models", *handle.removeprefix("kaggle://").split("/"))
+      command = (f"python -c \"import keras_hub; keras_hub.models.BertBackbone.from_preset('{name}'); "
+                 f"keras_hub.models.BertTokenizer.from_preset('{name}')\"")
+      raise _offline_error(f"{KERAS_HUB}{name}", where, command, "KAGGLEHUB_CACHE", e) from None
+
+  return preset, version, load
