@@ -524,7 +524,8 @@ def test_a_keras_hub_preset_is_read_from_kagglehubs_cache_offline_and_computes_w
   keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True).save_to_preset(str(model / version))
   for root, _, files in os.walk(model / version):
     for name in files:
-      marker = model / ".complete" / version / (os.path.relpath(os.path.join(root, name), model / version) + ".complete")
+      relative = os.path.relpath(os.path.join(root, name), model / version)
+      marker = model / ".complete" / version / (relative + ".complete")
       marker.parent.mkdir(parents=True, exist_ok=True)
       marker.write_text("")
   monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "kagglehub"))

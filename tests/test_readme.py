@@ -204,3 +204,6 @@ def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
   prediction = json.loads(outputs["predict.py"].stdout.strip().splitlines()[-1])
   assert prediction["label"] in ("0", "1") and len(prediction["probabilities"]) == 2
   assert os.path.isfile("out/pretrain_tf1/bert_model.ckpt.index")
+  with open("out/pretrain_hf/config.json") as f:
+    assert json.load(f)["architectures"] == ["BertForPreTraining"]  # The pretraining heads came along.
+  assert os.path.isfile("out/pretrain_hf/model.safetensors") and os.path.isfile("out/pretrain_hf/vocab.txt")

@@ -15,8 +15,14 @@ Layouts on disk:
         bert_tf.training.handoff.restore_encoder(encoder, <dir>) does for fine-tuning.
   tf1:  <dir>/bert_model.ckpt.{index,data-00000-of-00001} (TF1 variable names, as google-research
         releases them; no graph), <dir>/bert_config.json, <dir>/vocab.txt.
-  hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json),
-        <dir>/vocab.txt. Read only.
+  hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json when read),
+        <dir>/vocab.txt; written with tokenizer_config.json and special_tokens_map.json, as transformers'
+        from_pretrained loads it (BertModel; BertForPreTraining with both heads).
+  keras_hub: a keras-hub BERT preset (read only): its BertBackbone's weights and its vocabulary.
+
+`load_ours` also reads pretraining output directories (the newest checkpoints/ckpt-N with the heads, or --step's)
+and fine-tuned task models (the encoder at `model/encoder`); bert_tf.model.released turns released names
+(`hf:<model id>`, `keras_hub:<preset>`) into `ours` folders, converted once.
 """
 
 from __future__ import annotations

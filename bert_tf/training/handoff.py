@@ -104,9 +104,12 @@ def resolve_checkpoint(path: str) -> str:
   or encoder_savedmodel/ directory; a pretraining --output_dir (its encoder_checkpoint/, else the newest
   training checkpoint); an output directory of scripts/convert_checkpoint.py (`ours`, its encoder/); a
   fine-tuned task model's folder (classifier/, squad_model/, ...: its `model`); a fine-tuning --output_dir
-  (its newest training checkpoint); a directory with a `checkpoint` state file.
+  (its newest training checkpoint); a directory with a `checkpoint` state file; a released model by name
+  (`hf:<model id>`, `keras_hub:<preset>`, see bert_tf.model.released).
   """
-  path = path.rstrip("/")
+  from bert_tf.model import released
+
+  path = released.local_path(path)  # hf:<id> / keras_hub:<preset>: their converted folder.
   if tf.io.gfile.exists(path + ".index"):
     return path
   if tf.io.gfile.isdir(path):
