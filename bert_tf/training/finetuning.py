@@ -161,9 +161,7 @@ def init_encoder(encoder, path: str, config_source: str | None = None, model=Non
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
   """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint."""
-  from bert_tf.model import convert
-
-  from bert_tf.model import released
+  from bert_tf.model import convert, released
 
   if bert_config_file:
     return BertConfig.from_json_file(bert_config_file)
