@@ -251,6 +251,15 @@ def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
   return found
 
 
+def _saved_shape(graph, shapes: dict, path: str) -> tuple[int, ...] | None:
+  """The shape of the variable at object path `path` ("model/encoder/layer_0/_kernel") of a checkpoint's object
+  graph, as `shapes` (its variable-to-shape map) has it; None when the checkpoint has no such variable."""
+  node = _node_at(graph, path)
+  key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
+             None) if node is not None else None
+  return tuple(shapes[key]) if key in shapes else None
+
+
 def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str | None:
   """What keeps the object checkpoint at `prefix` (the encoder at `root`, e.g. "model/encoder" for a saved
   classifier) from fitting `encoder`, or None:
@@ -261,10 +270,6 @@ def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str
   """
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   graph = _object_graph(prefix)
-
-  def child(node_id: int, name: str) -> int | None:
-    return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
-
   top = _node_at(graph, root)
   if top is None:
     return f"the checkpoint has no `{root}` object"
@@ -276,15 +281,11 @@ def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str
   for variable in encoder.variables:
     if variable.path not in attribute_paths:  # Not reachable by attributes: left to tf.train.Checkpoint.
       continue
-    node = top
-    for name in attribute_paths[variable.path]:
-      node = child(node, name) if node is not None else None
-    key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
-               None) if node is not None else None
-    if key is None or key not in shapes:
+    saved = _saved_shape(graph, shapes, f"{root}/{'/'.join(attribute_paths[variable.path])}")
+    if saved is None:
       return f"the checkpoint has no {variable.path}"
-    if tuple(shapes[key]) != tuple(variable.shape):
-      return f"{variable.path}: the checkpoint has {_shape(shapes[key])}, the model needs {_shape(variable.shape)}"
+    if saved != tuple(variable.shape):
+      return f"{variable.path}: the checkpoint has {_shape(saved)}, the model needs {_shape(variable.shape)}"
   return None
 
 
@@ -446,14 +447,12 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
   graph = _object_graph(prefix)
   paths = _attribute_paths(model)
   for variable in head:
-    node = _node_at(graph, "/".join(("model",) + paths.get(variable.path, ("?",))))
-    key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
-               None) if node is not None else None
+    saved = _saved_shape(graph, shapes, "/".join(("model",) + paths.get(variable.path, ("?",))))
     name = variable.path.removeprefix(model.name + "/")
-    if key is None or key not in shapes:
+    if saved is None:
       return f"its model has no {name}"
-    if tuple(shapes[key]) != tuple(variable.shape):
-      return f"{name}: the folder has {_shape(shapes[key])}, this model needs {_shape(variable.shape)}"
+    if saved != tuple(variable.shape):
+      return f"{name}: the folder has {_shape(saved)}, this model needs {_shape(variable.shape)}"
   return None if head else "this model has no head variables"
 
 
