@@ -8,9 +8,13 @@ r"""Converts BERT weights between google-research TF1 checkpoints, Hugging Face 
   python scripts/convert_checkpoint.py --input_format=ours --input=/tmp/bert_ours --output_format=tf1 \
       --output_dir=/tmp/bert_tf1
 
+  python scripts/convert_checkpoint.py --input_format=ours --input=out/pretrain --output_format=hf \
+      --output_dir=/tmp/bert_hf
+
 Output layouts (see bert_tf/model/convert.py): `ours` writes <output_dir>/encoder/ckpt-1 (encoder, plus the
 pretraining heads when the input had them), bert_config.json and vocab.txt; `tf1` writes
-<output_dir>/bert_model.ckpt under google-research's variable names, bert_config.json and vocab.txt.
+<output_dir>/bert_model.ckpt under google-research's variable names, bert_config.json and vocab.txt; `hf` writes
+config.json, model.safetensors, vocab.txt and the tokenizer files that transformers' from_pretrained loads.
 """
 
 from __future__ import annotations
@@ -21,33 +25,51 @@ from bert_tf import cli
 
 # Spelled out rather than read from bert_tf.model.convert, whose import loads TensorFlow: that must wait until
 # cli.run has quietened it (and --help needs no TensorFlow). tests/test_convert.py checks they are the library's.
-INPUT_FORMATS = ("hf", "ours", "tf1")
-OUTPUT_FORMATS = ("ours", "tf1")
+INPUT_FORMATS = ("hf", "keras_hub", "ours", "tf1")
+OUTPUT_FORMATS = ("hf", "ours", "tf1")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("input_format", None, list(INPUT_FORMATS), "Format of --input.")
-flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory; ours: a "
-                    "directory written by this script with --output_format=ours, or a pretraining "
-                    "--output_dir (its encoder_checkpoint/).")
+flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory, or a model id "
+                    "as hf:<id> (e.g. hf:bert-base-uncased, downloaded into the Hugging Face cache); ours: a "
+                    "directory written by this script with --output_format=ours, a pretraining --output_dir "
+                    "(its newest checkpoints/ckpt-N, with the heads), a fine-tuned model's folder, or a "
+                    "checkpoint prefix; keras_hub: a keras-hub BERT preset (bert_base_en_uncased, or "
+                    "keras_hub:bert_base_en_uncased, downloaded by keras-hub) or a preset folder.")
+flags.DEFINE_integer("step", None, "ours input only: the training checkpoint ckpt-<step> of a pretraining "
+                     "--output_dir (default: the newest).")
 flags.DEFINE_enum("output_format", "ours", list(OUTPUT_FORMATS), "Format to write.")
 flags.DEFINE_string("output_dir", None, "Directory to write; created if missing.")
 flags.DEFINE_string("bert_config_file", None, "tf1 input only: its bert_config.json (default: the one "
                     "beside the checkpoint).")
-flags.DEFINE_string("vocab_file", None, "tf1 input only: vocab.txt to copy (default: the one beside the "
-                    "checkpoint, if any).")
+flags.DEFINE_string("vocab_file", None, "tf1 and ours inputs: vocab.txt to copy (default: the one beside the "
+                    "checkpoint, if any; a pretraining --output_dir has none, and transformers needs one for the "
+                    "tokenizer of an hf output).")
 flags.mark_flags_as_required(["input_format", "input", "output_dir"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if FLAGS.input_format != "tf1" and (FLAGS.bert_config_file or FLAGS.vocab_file):
-    raise ValueError("--bert_config_file and --vocab_file apply to --input_format=tf1 only; "
-                     f"a {FLAGS.input_format} input carries its own")
-  from bert_tf.model import convert
+  if FLAGS.input_format != "tf1" and FLAGS.bert_config_file:
+    raise ValueError(f"--bert_config_file applies to --input_format=tf1 only; a {FLAGS.input_format} input carries "
+                     "its own")
+  if FLAGS.input_format == "hf" and FLAGS.vocab_file:
+    raise ValueError("--vocab_file applies to --input_format=tf1 and ours; an hf input carries its own")
+  from bert_tf.model import convert, released
 
-  if FLAGS.input_format == "tf1":
+  if FLAGS.step is not None and FLAGS.input_format != "ours":
+    raise ValueError(f"--step applies to --input_format=ours (a pretraining --output_dir), not {FLAGS.input_format}")
+  if released.is_released(FLAGS.input):
+    scheme = FLAGS.input.split(":", 1)[0]
+    if FLAGS.input_format != scheme:
+      raise ValueError(f"--input={FLAGS.input} is a released model; pass --input_format={scheme} with it")
+    converted = convert.load_ours(released.local_path(FLAGS.input))  # Downloaded and converted once, cached.
+  elif FLAGS.input_format == "tf1":
     converted = convert.load_tf1(FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file)
+  elif FLAGS.input_format == "ours":
+    converted = convert.load_ours(FLAGS.input, step=FLAGS.step)
+    converted.vocab_file = FLAGS.vocab_file or converted.vocab_file
   else:
     converted = convert.LOADERS[FLAGS.input_format](FLAGS.input)
   if converted.unused:

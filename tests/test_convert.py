@@ -2,6 +2,7 @@
 (tests/golden/make_minilm_golden.py), TF1 checkpoints written as google-research writes and reads them,
 exact round trips, and the converter script."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -171,11 +172,12 @@ def test_converter_script_round_trips_exactly(minilm_dir, minilm, tmp_path):
     script.FLAGS(["convert_checkpoint.py", *argv])
     script.main([])
 
-  ours, tf1, again = (str(tmp_path / name) for name in ("ours", "tf1", "ours_again"))
+  ours, tf1, again, hf_dir = (str(tmp_path / name) for name in ("ours", "tf1", "ours_again", "hf"))
   run("--input_format=hf", f"--input={minilm_dir}", "--output_format=ours", f"--output_dir={ours}")
   run("--input_format=ours", f"--input={ours}", "--output_format=tf1", f"--output_dir={tf1}")
   run("--input_format=tf1", f"--input={tf1}/bert_model.ckpt", "--output_format=ours",
       f"--output_dir={again}")
+  run("--input_format=ours", f"--input={again}", "--output_format=hf", f"--output_dir={hf_dir}")
   assert sorted(os.listdir(ours)) == ["bert_config.json", "encoder", "vocab.txt"]
   assert sorted(os.listdir(tf1)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                      "bert_model.ckpt.index", "vocab.txt"]
@@ -193,6 +195,20 @@ def test_converter_script_round_trips_exactly(minilm_dir, minilm, tmp_path):
   status = tf.train.Checkpoint(encoder=encoder).read(tf.train.latest_checkpoint(f"{ours}/encoder"))
   status.assert_existing_objects_matched()
   assert_same_weights(encoder, minilm.encoder)
+  # hf -> ours -> tf1 -> ours -> hf gives back every tensor of the real folder exactly, and its config.
+  assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors", "special_tokens_map.json",
+                                    "tokenizer_config.json", "vocab.txt"]
+  back = convert.read_safetensors(f"{hf_dir}/model.safetensors")
+  assert sorted(back) == sorted(state)
+  for name, value in state.items():
+    assert back[name].dtype == value.dtype, name
+    np.testing.assert_array_equal(back[name], value, err_msg=name)
+  with open(f"{hf_dir}/config.json") as f, open(os.path.join(minilm_dir, "config.json")) as g:
+    assert json.load(f) == json.load(g)
+  with open(f"{hf_dir}/vocab.txt", "rb") as f, open(os.path.join(minilm_dir, "vocab.txt"), "rb") as g:
+    assert f.read() == g.read()
+  with open(f"{hf_dir}/tokenizer_config.json") as f:
+    assert json.load(f)["do_lower_case"] is True  # bert-base-uncased's vocabulary has no upper-case token.
 
 
 # --- Tiny models, with the pretraining heads ----------------------------------------------------------
@@ -287,15 +303,90 @@ def test_hf_config_mapping():
     convert.hf_config_to_bert_config(dict(values, position_embedding_type="relative_key"))
 
 
-def test_pretraining_output_directory_converts(tiny_pretrainer, tmp_path):
-  """The hand-off layout of pretraining (bert_tf.training.handoff): encoder_checkpoint/encoder."""
-  tf.train.Checkpoint(encoder=tiny_pretrainer.encoder).write(str(tmp_path / "encoder_checkpoint" / "encoder"))
-  tiny_pretrainer.config.to_json_file(str(tmp_path / "bert_config.json"))
-  converted = convert.load_ours(str(tmp_path))
-  assert converted.heads == () and converted.pretrainer is None
-  assert_same_weights(converted.encoder, tiny_pretrainer.encoder)
-  with pytest.raises(FileNotFoundError, match="no checkpoint in encoder/"):
-    convert.load_ours(str(tmp_path / "encoder_checkpoint"))
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """A tiny model pretrained here: 4 steps of run_pretraining, training checkpoints at steps 2 and 4."""
+  import training_helpers as th
+  from bert_tf.training import pretraining
+
+  directory = tmp_path_factory.mktemp("pretrained")
+  data = th.write_records(directory / "data", num_files=1, per_file=9)
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(directory / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=4, num_warmup_steps=0, learning_rate=1e-2,
+      save_checkpoints_steps=2, distribution_strategy="one_device")
+  pretraining.run_pretraining(config)
+  return str(directory / "out"), th.write_vocab(directory)
+
+
+def test_pretraining_output_directory_converts_with_its_heads(pretrained):
+  """A pretraining --output_dir: its newest training checkpoint, or --step's, with the MLM and NSP heads."""
+  out, _ = pretrained
+  newest = convert.load_ours(out)
+  assert newest.heads == convert.HEADS and newest.vocab_file is None
+  step_2 = convert.load_ours(out, step=2)
+  assert step_2.heads == convert.HEADS
+  assert_same_weights(convert.load_ours(f"{out}/checkpoints/ckpt-2").pretrainer, step_2.pretrainer)
+  assert_same_weights(convert.load_ours(f"{out}/checkpoints").pretrainer, newest.pretrainer)
+  assert not np.array_equal(step_2.pretrainer.mlm_head.output_bias.numpy(),
+                            newest.pretrainer.mlm_head.output_bias.numpy())
+  # The encoder hand-off written at the end is the last step's encoder, without heads.
+  handoff = convert.load_ours(f"{out}/encoder_checkpoint")
+  assert handoff.heads == ()
+  assert_same_weights(handoff.encoder, newest.encoder)
+  with pytest.raises(FileNotFoundError, match=f"--step=3: {out}/checkpoints has no ckpt-3; its checkpoints are "
+                     "at steps 2, 4$"):
+    convert.load_ours(out, step=3)
+  with pytest.raises(FileNotFoundError, match=f"{out}/train: no checkpoint of bert_tf's here"):
+    convert.load_ours(f"{out}/train")
+
+
+def test_a_model_pretrained_here_gives_the_same_outputs_in_transformers(pretrained, tmp_path):
+  """Written as hf, transformers' BertForPreTraining and BertModel load it with no key missing or left over, and
+  compute our outputs (sequence, pooled, masked-LM and NSP logits) within 1e-5; its tokenizer gives our ids."""
+  torch = pytest.importorskip("torch")  # Development requirements; the import is here to keep it out of collection.
+  import transformers
+
+  from bert_tf.data import tokenization
+
+  out, vocab = pretrained
+  converted = convert.load_ours(out)
+  converted.vocab_file = vocab
+  convert.save_hf(converted, str(tmp_path))
+  with open(tmp_path / "config.json") as f:
+    assert json.load(f)["architectures"] == ["BertForPreTraining"]
+  theirs, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path), output_loading_info=True,
+                                                                attn_implementation="eager")
+  assert (info["missing_keys"], info["unexpected_keys"], info["mismatched_keys"]) == (set(), set(), set())
+  encoder_only = transformers.BertModel.from_pretrained(str(tmp_path), attn_implementation="eager")
+
+  rng = np.random.default_rng(5)
+  lengths = [13, 9, 4]
+  ids = rng.integers(5, 99, (3, 13)).astype(np.int32)
+  mask = (np.arange(13)[None] < np.array(lengths)[:, None]).astype(np.int32)
+  segments = (np.arange(13)[None] >= 3).astype(np.int32) * mask
+  positions = np.array([[1, 5, 12], [0, 2, 8], [1, 2, 3]], np.int32)
+  ours = converted.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+  mlm = converted.pretrainer.mlm_head(ours["sequence_output"], positions).numpy()
+  nsp = converted.pretrainer.nsp_head(ours["pooled_output"]).numpy()
+  with torch.no_grad():
+    args = dict(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask, dtype=torch.long),
+                token_type_ids=torch.tensor(segments, dtype=torch.long))
+    heads = theirs.eval()(**args)
+    encoded = encoder_only.eval()(**args)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(encoded.last_hidden_state.numpy()[real], ours["sequence_output"].numpy()[real],
+                             atol=1e-5)
+  np.testing.assert_allclose(encoded.pooler_output.numpy(), ours["pooled_output"].numpy(), atol=1e-5)
+  np.testing.assert_allclose(np.take_along_axis(heads.prediction_logits.numpy(), positions[..., None], axis=1),
+                             mlm.reshape(3, 3, -1), atol=1e-5)
+  np.testing.assert_allclose(heads.seq_relationship_logits.numpy(), nsp, atol=1e-5)
+
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+  text = "W7 w12 w93 unknown"
+  ours_tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  ours_ids = ours_tokenizer.convert_tokens_to_ids(["[CLS]", *ours_tokenizer.tokenize(text), "[SEP]"])
+  assert tokenizer(text)["input_ids"] == ours_ids
 
 
 def test_a_checkpoint_of_another_size_is_one_line_naming_both_files(tiny_pretrainer, tmp_path):
@@ -349,3 +440,125 @@ def test_script_run_shows_no_tensorflow_start_up_noise(tiny_pretrainer, tmp_path
   assert "wrote ours/encoder/ckpt-1" in result.stderr
   noise = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog", "Sharding callback")
   assert not [word for word in noise if word in result.stderr], result.stderr
+
+
+# --- Released weights by name ------------------------------------------------------------------------------
+
+
+def hf_cache_with(model_dir, cache, model_id: str, revision: str = "0123456789abcdef0123456789abcdef01234567"):
+  """A Hugging Face hub cache holding `model_dir`'s files as huggingface_hub lays it out:
+  models--<org>--<name>/blobs/<hash> (the contents), snapshots/<revision>/<file> (links to them), refs/main."""
+  import hashlib
+
+  repo = cache / ("models--" + model_id.replace("/", "--"))
+  (repo / "blobs").mkdir(parents=True)
+  (repo / "snapshots" / revision).mkdir(parents=True)
+  (repo / "refs").mkdir()
+  (repo / "refs" / "main").write_text(revision)
+  for name in sorted(os.listdir(model_dir)):
+    data = open(os.path.join(model_dir, name), "rb").read()
+    blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+    blob.write_bytes(data)
+    os.symlink(os.path.relpath(blob, repo / "snapshots" / revision), repo / "snapshots" / revision / name)
+  return repo
+
+
+def test_a_hugging_face_model_id_is_read_from_the_cache_offline_and_converted_once(tiny_pretrainer, tmp_path,
+                                                                                  monkeypatch):
+  from huggingface_hub import constants
+
+  from bert_tf.model import released
+  from bert_tf.training import finetuning
+
+  converted = tiny_converted(tiny_pretrainer)
+  converted.vocab_file = str(tmp_path / "vocab.txt")
+  (tmp_path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(99)))
+  convert.save_hf(converted, str(tmp_path / "made_here"))
+  hf_cache_with(str(tmp_path / "made_here"), tmp_path / "hub", "bert-tf-tests/tiny-bert")
+  monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+  monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # No network: only the cache.
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "bert_tf_cache"))
+
+  folder = released.local_path("hf:bert-tf-tests/tiny-bert")
+  assert folder == str(tmp_path / "bert_tf_cache" / "released" / "hf" / "bert-tf-tests--tiny-bert" /
+                       "0123456789abcdef0123456789abcdef01234567")
+  back = convert.load_ours(folder)
+  assert back.heads == convert.HEADS
+  hf_keys = {"model_type": "bert", "architectures": ["BertForPreTraining"], "layer_norm_eps": 1e-12}
+  assert back.config == dataclasses.replace(tiny_pretrainer.config, extras=hf_keys)
+  assert_same_weights(back.pretrainer, tiny_pretrainer)
+  # Converted once: the next use reads our cache and converts nothing.
+  monkeypatch.setattr(convert, "load_hf", lambda *a, **k: pytest.fail("converted a second time"))
+  assert finetuning.bert_config_for(None, "hf:bert-tf-tests/tiny-bert") == back.config
+  encoder = BertEncoder(tiny_pretrainer.config)
+  assert finetuning.init_encoder(encoder, "hf:bert-tf-tests/tiny-bert").startswith(folder)
+  assert_same_weights(encoder, tiny_pretrainer.encoder)
+
+  with pytest.raises(FileNotFoundError) as caught:
+    released.local_path("hf:google-bert/bert-base-uncased")
+  message = str(caught.value)
+  assert message.startswith(f"hf:google-bert/bert-base-uncased: not in the cache ({tmp_path}/hub/"
+                            "models--google-bert--bert-base-uncased) and it could not be downloaded here (")
+  assert "run `hf download google-bert/bert-base-uncased config.json model.safetensors vocab.txt " in message
+  assert "\n" not in message
+
+
+def test_a_keras_hub_preset_is_read_from_kagglehubs_cache_offline_and_computes_what_keras_hub_does(tmp_path,
+                                                                                                   monkeypatch):
+  """A tiny preset written by keras-hub itself (save_to_preset), placed where kagglehub keeps
+  `keras_hub:bert_tiny_en_uncased` (models/keras/bert/keras/<preset>/<version>/ and its .complete markers)."""
+  import keras_hub
+
+  from bert_tf.model import released
+
+  backbone = keras_hub.models.BertBackbone(vocabulary_size=99, num_layers=2, num_heads=3, hidden_dim=18,
+                                           intermediate_dim=37, max_sequence_length=16, num_segments=2)
+  rng = np.random.default_rng(3)
+  for variable in backbone.weights:
+    variable.assign(rng.normal(scale=0.5, size=variable.shape).astype("float32"))
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(94)]
+  handle = keras_hub.models.BertBackbone.presets["bert_tiny_en_uncased"]["kaggle_handle"]
+  version = handle.rsplit("/", 1)[-1]
+  model = tmp_path / "kagglehub" / "models" / "keras" / "bert" / "keras" / "bert_tiny_en_uncased"
+  backbone.save_to_preset(str(model / version))
+  keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True).save_to_preset(str(model / version))
+  for root, _, files in os.walk(model / version):
+    for name in files:
+      relative = os.path.relpath(os.path.join(root, name), model / version)
+      marker = model / ".complete" / version / (relative + ".complete")
+      marker.parent.mkdir(parents=True, exist_ok=True)
+      marker.write_text("")
+  monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "kagglehub"))
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "bert_tf_cache"))
+
+  folder = released.local_path("keras_hub:bert_tiny_en_uncased")
+  assert folder == str(tmp_path / "bert_tf_cache" / "released" / "keras_hub" / "bert_tiny_en_uncased" / version)
+  converted = convert.load_ours(folder)
+  assert converted.config.hidden_act == "gelu_new" and converted.config.num_hidden_layers == 2
+  with open(converted.vocab_file) as f:
+    assert f.read().splitlines() == vocab
+  ids = rng.integers(5, 99, (3, 11)).astype(np.int32)
+  mask = (np.arange(11)[None] < np.array([[11], [6], [2]])).astype(np.int32)
+  segments = (np.arange(11)[None] >= 4).astype(np.int32) * mask
+  ours = converted.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+  theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": segments})
+  real = mask.astype(bool)
+  np.testing.assert_allclose(ours["sequence_output"].numpy()[real], np.asarray(theirs["sequence_output"])[real],
+                             atol=1e-5)
+  np.testing.assert_allclose(ours["pooled_output"].numpy(), np.asarray(theirs["pooled_output"]), atol=1e-5)
+
+  # An empty cache and no network (kagglehub has no offline switch; on this machine it fails on api.kaggle.com's
+  # name, as this stand-in does, without asking the network in a test).
+  import kagglehub
+
+  def no_network(handle, path=None, **kwargs):
+    raise ConnectionError(f"Failed to resolve 'api.kaggle.com' for {handle}")
+
+  monkeypatch.setattr(kagglehub, "model_download", no_network)
+  monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "empty"))
+  with pytest.raises(FileNotFoundError) as caught:
+    released.local_path("keras_hub:bert_small_en_uncased")
+  message = str(caught.value)
+  assert message.startswith(f"keras_hub:bert_small_en_uncased: not in the cache ({tmp_path}/empty/models/keras/"
+                            "bert/keras/bert_small_en_uncased/")
+  assert "keras_hub.models.BertBackbone.from_preset('bert_small_en_uncased')" in message and "\n" not in message

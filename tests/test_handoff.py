@@ -113,3 +113,75 @@ def test_shapes_follow_the_object_graph_of_a_training_checkpoint(tmp_path):
   with pytest.raises(ValueError, match=r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
                      r"needs \[18, 41\]"):
     handoff.restore_encoder(other, prefix)
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory):
+  """A fine-tuned classifier's folder as run_classifier.py writes it (classifier/), random weights."""
+  import numpy as np
+
+  from bert_tf.tasks import classification
+
+  config = th.tiny_bert_config()
+  model = _built(classification.BertClassifier(config, 3, dtype="float32"))
+  rng = np.random.default_rng(7)
+  for variable in model.variables:
+    variable.assign(rng.normal(size=variable.shape).astype("float32"))
+  directory = tmp_path_factory.mktemp("run") / "classifier"
+  spec = classification.ClassifierSpec("MNLI", ("contradiction", "entailment", "neutral"), True, 13, True)
+  classification.save_classifier(model, spec, th.write_vocab(directory.parent), str(directory))
+  return str(directory), model
+
+
+def _built(model):
+  import tensorflow as tf
+
+  model({name: tf.zeros([1, 3], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")})
+  return model
+
+
+def _same(a, b) -> bool:
+  import numpy as np
+
+  return all(np.array_equal(x.numpy(), y.numpy()) for x, y in zip(a.variables, b.variables))
+
+
+def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir):
+  """classifier/, squad_model/, ...: `model` with the encoder at model/encoder (it was refused as "not written by
+  bert_tf"); the encoder alone goes to another task, and the config beside it is found."""
+  from bert_tf.model.encoder import BertEncoder
+  from bert_tf.tasks import classification, squad_finetuning
+  from bert_tf.training import finetuning
+
+  directory, fine_tuned = classifier_dir
+  assert handoff.resolve_checkpoint(directory) == os.path.join(directory, "model")
+  assert handoff.find_encoder_root(os.path.join(directory, "model")) == "model/encoder"
+  assert finetuning.bert_config_for(None, directory) == fine_tuned.config
+  encoder = BertEncoder(fine_tuned.config)
+  handoff.restore_encoder(encoder, directory)
+  assert _same(encoder, fine_tuned.encoder)
+
+  # SQuAD from an MNLI classifier: the encoder, not the head (no squad.json there).
+  span = _built(squad_finetuning.BertSpanLabeler(fine_tuned.config, dtype="float32"))
+  head = span.span_output.kernel.numpy()
+  finetuning.init_encoder(span.encoder, directory, model=span, head=("squad.json", {}))
+  assert _same(span.encoder, fine_tuned.encoder) and (span.span_output.kernel.numpy() == head).all()
+  assert handoff.task_head_mismatch(span, directory, "squad.json", {}) == "no squad.json (a model of another task)"
+
+  # The same task and labels: the head too. Other labels: the encoder only, and the reason.
+  again = _built(classification.BertClassifier(fine_tuned.config, 3, dtype="float32"))
+  labels = ["contradiction", "entailment", "neutral"]
+  source = finetuning.init_encoder(again.encoder, directory, model=again,
+                                   head=(classification.SPEC_NAME, {"task_name": "MNLI", "labels": labels}))
+  assert source == f"{directory} (encoder and task head)" and _same(again, fine_tuned)
+  other = _built(classification.BertClassifier(fine_tuned.config, 3, dtype="float32"))
+  kernel = other.classifier.kernel.numpy()
+  reordered = {"task_name": "MNLI", "labels": labels[::-1]}
+  finetuning.init_encoder(other.encoder, directory, model=other, head=(classification.SPEC_NAME, reordered))
+  assert _same(other.encoder, fine_tuned.encoder) and (other.classifier.kernel.numpy() == kernel).all()
+  assert handoff.task_head_mismatch(other, directory, classification.SPEC_NAME, reordered) == (
+      f"its labels ['contradiction', 'entailment', 'neutral'] differ from this run's ['neutral', 'entailment', "
+      f"'contradiction'] ({directory}/classifier.json)")
+  two = _built(classification.BertClassifier(fine_tuned.config, 2, dtype="float32"))
+  assert handoff.task_head_mismatch(two, directory, classification.SPEC_NAME, {}) == (
+      "classifier/kernel: the folder has [18, 3], this model needs [18, 2]")

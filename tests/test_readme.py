@@ -213,3 +213,6 @@ def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
   with open("out/export/documents/1/assets.extra/bert_tf_manifest.json") as f:
     assert json.load(f)["labels"] == list(topics)
   assert os.path.isfile("out/pretrain_tf1/bert_model.ckpt.index")
+  with open("out/pretrain_hf/config.json") as f:
+    assert json.load(f)["architectures"] == ["BertForPreTraining"]  # The pretraining heads came along.
+  assert os.path.isfile("out/pretrain_hf/model.safetensors") and os.path.isfile("out/pretrain_hf/vocab.txt")

@@ -3,5 +3,6 @@
   layers       TransformerBlock (fused-QKV post-LayerNorm layer), PositionEmbedding, Dropout16
   encoder      BertEncoder: {input_ids, input_mask, segment_ids} -> sequence/pooled/encoder_outputs
   pretraining  BertPretrainer (MLM head tied to the word embeddings + NSP head), pretraining_loss_terms
-  convert      google-research TF1 checkpoints and Hugging Face directories <-> our checkpoints
+  convert      google-research TF1 checkpoints and Hugging Face directories <-> our checkpoints (keras-hub presets in)
+  released     released weights by name (hf:<model id>, keras_hub:<preset>): downloaded, converted once, cached
 """

@@ -15,8 +15,14 @@ Layouts on disk:
         bert_tf.training.handoff.restore_encoder(encoder, <dir>) does for fine-tuning.
   tf1:  <dir>/bert_model.ckpt.{index,data-00000-of-00001} (TF1 variable names, as google-research
         releases them; no graph), <dir>/bert_config.json, <dir>/vocab.txt.
-  hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json),
-        <dir>/vocab.txt. Read only.
+  hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json when read),
+        <dir>/vocab.txt; written with tokenizer_config.json and special_tokens_map.json, as transformers'
+        from_pretrained loads it (BertModel; BertForPreTraining with both heads).
+  keras_hub: a keras-hub BERT preset (read only): its BertBackbone's weights and its vocabulary.
+
+`load_ours` also reads pretraining output directories (the newest checkpoints/ckpt-N with the heads, or --step's)
+and fine-tuned task models (the encoder at `model/encoder`); bert_tf.model.released turns released names
+(`hf:<model id>`, `keras_hub:<preset>`) into `ours` folders, converted once.
 """
 
 from __future__ import annotations
@@ -263,6 +269,36 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
   return out
 
 
+_SAFETENSORS_CODES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int64): "I64"}
+
+
+def write_safetensors(tensors: dict[str, np.ndarray], path: str) -> None:
+  """Writes `tensors` as one `.safetensors` file (the layout `read_safetensors` reads, with torch's metadata
+  {"format": "pt"}, which transformers asks for), under a temporary name renamed into place."""
+  header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+  offset = 0
+  for name in sorted(tensors):
+    value = tensors[name]
+    if value.dtype not in _SAFETENSORS_CODES:
+      raise ValueError(f"{name}: dtype {value.dtype} is not one of {sorted(map(str, _SAFETENSORS_CODES))}")
+    header[name] = {"dtype": _SAFETENSORS_CODES[value.dtype], "shape": list(value.shape),
+                    "data_offsets": [offset, offset + value.nbytes]}
+    offset += value.nbytes
+  encoded = json.dumps(header, separators=(",", ":")).encode()
+  encoded += b" " * (-len(encoded) % 8)  # The data starts 8-byte aligned, as safetensors' own writer pads it.
+  fileio.makedirs_for(path)
+  temp = fileio.temp_path_for(path)
+  try:
+    with fileio.open_file(temp, "wb") as f:
+      f.write(struct.pack("<Q", len(encoded)) + encoded)
+      for name in sorted(tensors):
+        f.write(np.ascontiguousarray(tensors[name]).astype(tensors[name].dtype.newbyteorder("<")).tobytes())
+    fileio.commit(temp, path)
+  except BaseException:
+    fileio.discard(temp)
+    raise
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Hugging Face names and config.
 
@@ -307,6 +343,34 @@ def hf_to_tf1_names(state: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray]
     else:
       unused.append(name)
   return out, unused
+
+
+def tf1_to_hf_names(weights: dict[str, np.ndarray], bert_prefix: str = "") -> dict[str, np.ndarray]:
+  """TF1-named weights -> HF state dict names (the inverse of `hf_to_tf1_names`), kernels transposed to torch's
+  [out, in]. Encoder names get `bert_prefix` ("bert." for BertForPreTraining, "" for BertModel)."""
+  out: dict[str, np.ndarray] = {}
+  for name, value in weights.items():
+    if name == "cls/predictions/output_bias":
+      out["cls.predictions.bias"] = value
+      continue
+    if name.startswith("cls/seq_relationship/output_"):  # TF1's [2, H] is torch's layout already.
+      out["cls.seq_relationship." + ("weight" if name.endswith("_weights") else "bias")] = value
+      continue
+    scope, leaf = name.rsplit("/", 1)
+    if scope.startswith("bert/"):
+      scope = bert_prefix + re.sub(r"(^|/)layer_(\d+)(/|$)", r"\1layer/\2\3", scope[len("bert/"):])
+    path = scope.replace("/", ".")
+    if leaf.endswith("_embeddings"):
+      out[f"{path}.{leaf}.weight"] = value
+    elif leaf in ("gamma", "beta"):
+      out[f"{path}.{'weight' if leaf == 'gamma' else 'bias'}"] = value
+    elif leaf == "kernel":
+      out[f"{path}.weight"] = np.ascontiguousarray(value.T)
+    elif leaf == "bias":
+      out[f"{path}.bias"] = value
+    else:
+      raise ValueError(f"{name}: no Hugging Face name for this TF1 tensor")
+  return out
 
 
 # HF activation names that are ours under another name.
@@ -416,41 +480,143 @@ def load_hf(directory: str, dtype=None) -> Converted:
   return converted
 
 
-def _our_checkpoint_prefix(directory: str) -> str:
-  """The checkpoint of an `ours` directory (encoder/), or of a pretraining output directory
-  (encoder_checkpoint/encoder, written by bert_tf.training.handoff)."""
-  latest = tf.train.latest_checkpoint(os.path.join(directory, ENCODER_DIR))
-  if latest:
-    return latest
-  handoff = os.path.join(directory, "encoder_checkpoint", "encoder")
-  if tf.io.gfile.exists(handoff + ".index"):
-    return handoff
-  raise FileNotFoundError(f"{directory}: no checkpoint in {ENCODER_DIR}/ (with its `checkpoint` state file) "
-                          "nor encoder_checkpoint/encoder.index; is it a directory written by "
-                          "scripts/convert_checkpoint.py or by pretraining?")
+# keras-hub's BertBackbone variable paths (transformer_layer_<k>/...) -> google-research's names.
+_KERAS_HUB_NAMES = {
+    "token_embedding/embeddings": "bert/embeddings/word_embeddings",
+    "position_embedding/embeddings": "bert/embeddings/position_embeddings",
+    "segment_embedding/embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings_layer_norm": "bert/embeddings/LayerNorm",
+    "self_attention_layer/query": "attention/self/query",
+    "self_attention_layer/key": "attention/self/key",
+    "self_attention_layer/value": "attention/self/value",
+    "self_attention_layer/attention_output": "attention/output/dense",
+    "self_attention_layer_norm": "attention/output/LayerNorm",
+    "feedforward_intermediate_dense": "intermediate/dense",
+    "feedforward_output_dense": "output/dense",
+    "feedforward_layer_norm": "output/LayerNorm",
+    "pooled_dense": "bert/pooler/dense",
+}
 
 
-def load_ours(directory: str, dtype=None) -> Converted:
-  """An `ours` directory (see the module docstring) or a pretraining output directory; the heads are loaded
-  when the checkpoint has them (as root objects `mlm_head`, `nsp_head`)."""
-  prefix = _our_checkpoint_prefix(directory)
-  config = BertConfig.from_json_file(os.path.join(directory, BERT_CONFIG_NAME))
-  roots = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
-  heads = tuple(h for h in HEADS if h in roots)
-  encoder = BertEncoder(config, dtype=dtype)
-  pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
-  objects = {"encoder": encoder, **{h: getattr(pretrainer, h) for h in heads}}
+def keras_hub_to_tf1_names(backbone) -> dict[str, np.ndarray]:
+  """A keras-hub `BertBackbone`'s weights under TF1 names: the per-head attention kernels [H, heads, head_size]
+  and [heads, head_size, H] (and biases [heads, head_size]) flattened to TF1's [H, H] and [H]."""
+  hidden = backbone.hidden_dim
+  out = {}
+  for variable in backbone.weights:
+    path = variable.path.removeprefix(backbone.name + "/")
+    layer = re.match(r"transformer_layer_(\d+)/(.*)", path)
+    scope, leaf = (layer.group(2) if layer else path).rsplit("/", 1)
+    if leaf == "embeddings":
+      scope, leaf = f"{scope}/{leaf}", ""
+    if scope not in _KERAS_HUB_NAMES:
+      raise ValueError(f"{variable.path}: a keras-hub BertBackbone variable with no google-research counterpart")
+    name = _KERAS_HUB_NAMES[scope] if not layer else f"bert/encoder/layer_{layer.group(1)}/{_KERAS_HUB_NAMES[scope]}"
+    value = np.asarray(variable.numpy())
+    if leaf in ("kernel", "bias") and scope.startswith("self_attention_layer/"):
+      value = value.reshape((hidden, hidden) if leaf == "kernel" else (hidden,))
+    out[f"{name}/{leaf}" if leaf else name] = value
+  return out
+
+
+def load_keras_hub(preset: str, dtype=None) -> Converted:
+  """A keras-hub BERT preset (a name such as `bert_base_en_uncased`, downloaded by keras-hub into kagglehub's
+  cache, or a preset folder): its backbone and its vocabulary. The encoder uses the tanh GELU (`gelu_new`),
+  as keras-hub's BertBackbone computes it."""
+  import tempfile
+
+  import keras_hub
+
+  backbone = keras_hub.models.BertBackbone.from_preset(preset)
+  tokenizer = keras_hub.models.BertTokenizer.from_preset(preset)
+  config = BertConfig(vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
+                      num_hidden_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
+                      intermediate_size=backbone.intermediate_dim, hidden_act="gelu_new",
+                      hidden_dropout_prob=backbone.dropout, attention_probs_dropout_prob=backbone.dropout,
+                      max_position_embeddings=backbone.max_sequence_length, type_vocab_size=backbone.num_segments)
+  vocab_file = os.path.join(tempfile.mkdtemp(prefix="bert_tf_keras_hub_"), VOCAB_NAME)
+  fileio.write_text_atomic(vocab_file, "".join(token + "\n" for token in tokenizer.get_vocabulary()))
+  return from_tf1_weights(keras_hub_to_tf1_names(backbone), config, source=f"keras_hub:{preset}",
+                          vocab_file=vocab_file, dtype=dtype)
+
+
+TRAINING_CHECKPOINTS_DIR = "checkpoints"  # <output_dir>/checkpoints/ckpt-<step> of a training run.
+
+
+def _training_checkpoint(directory: str, step: int | None) -> str | None:
+  """ckpt-<step> (the newest without `step`) of a training checkpoint directory, or None when it has none;
+  FileNotFoundError naming the steps there when `step` is not one of them."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return None
+  if step is None:
+    return tf.train.latest_checkpoint(directory)
+  prefix = os.path.join(directory, f"ckpt-{step}")
+  if not tf.io.gfile.exists(prefix + ".index"):
+    steps = [p.rsplit("-", 1)[-1] for p in state.all_model_checkpoint_paths]
+    raise FileNotFoundError(f"--step={step}: {directory} has no ckpt-{step}; its checkpoints are at steps "
+                            f"{', '.join(steps) or 'none'}")
+  return prefix
+
+
+def our_checkpoint(path: str, step: int | None = None) -> tuple[str, str]:
+  """(checkpoint prefix, its bert_config.json) of anything `load_ours` reads; see there."""
   from bert_tf.training import handoff
 
-  problem = handoff.object_checkpoint_mismatch(encoder, prefix)
+  path = path.rstrip("/")
+  prefix = None
+  if tf.io.gfile.exists(path + ".index"):
+    if step is not None:
+      raise ValueError(f"--step={step} picks a checkpoint of a training directory; --input={path} is one already")
+    prefix = path
+  elif tf.io.gfile.isdir(path):
+    # A training run's directory (its checkpoints/ have the heads), or that checkpoints/ directory itself.
+    for directory in (os.path.join(path, TRAINING_CHECKPOINTS_DIR), path):
+      if prefix is None and tf.io.gfile.isdir(directory):
+        prefix = _training_checkpoint(directory, step)
+    if prefix is None and step is not None:
+      raise FileNotFoundError(f"--step={step}: {path} has no training checkpoints ({TRAINING_CHECKPOINTS_DIR}/)")
+    if prefix is None:
+      try:
+        prefix = handoff.resolve_checkpoint(path)
+      except FileNotFoundError:
+        prefix = None
+  if prefix is None or handoff.find_encoder_root(prefix) is None:
+    raise FileNotFoundError(
+        f"{path}: no checkpoint of bert_tf's here: give a directory written by scripts/convert_checkpoint.py "
+        f"(its {ENCODER_DIR}/), a pretraining --output_dir (its {TRAINING_CHECKPOINTS_DIR}/, with the heads, or "
+        "encoder_checkpoint/), a fine-tuned model's folder, or a checkpoint prefix (.../ckpt-1000)")
+  config = handoff.find_config(prefix)
+  if config is None:
+    raise FileNotFoundError(f"{prefix}: no {BERT_CONFIG_NAME} in or beside it")
+  return prefix, config
+
+
+def load_ours(path: str, dtype=None, step: int | None = None) -> Converted:
+  """Our object checkpoints: an `ours` directory (see the module docstring); a pretraining --output_dir (the
+  newest checkpoints/ckpt-N, or ckpt-<step>, with the pretraining heads; encoder_checkpoint/ when it has no
+  checkpoints/); a fine-tuned task model's folder or a fine-tuning --output_dir (the encoder); or a checkpoint
+  prefix. The heads are loaded when the checkpoint has them (as root objects `mlm_head`, `nsp_head`)."""
+  from bert_tf.training import handoff
+
+  prefix, config_path = our_checkpoint(path, step)
+  config = BertConfig.from_json_file(config_path)
+  root = handoff.find_encoder_root(prefix)
+  roots = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+  heads = tuple(h for h in HEADS if h in roots and root == handoff.ENCODER_ROOTS[0])  # Pretraining's.
+  encoder = BertEncoder(config, dtype=dtype)
+  pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
+  problem = handoff.object_checkpoint_mismatch(encoder, prefix, root=root)
   if problem:
-    raise ValueError(handoff.mismatch_message(prefix, problem, os.path.join(directory, BERT_CONFIG_NAME)))
-  tf.train.Checkpoint(**objects).read(prefix).expect_partial().assert_existing_objects_matched()
-  return Converted(config, encoder, pretrainer, heads, _vocab_beside(directory))
+    raise ValueError(handoff.mismatch_message(prefix, problem, config_path))
+  status = handoff.checkpoint_of(encoder, root, **{h: getattr(pretrainer, h) for h in heads}).read(prefix)
+  status.expect_partial().assert_existing_objects_matched()
+  return Converted(config, encoder, pretrainer, heads, _vocab_beside(os.path.dirname(config_path)))
 
 
-def _write_config_and_vocab(converted: Converted, output_dir: str) -> None:
-  converted.config.to_json_file(os.path.join(output_dir, BERT_CONFIG_NAME))
+def _write_config_and_vocab(converted: Converted, output_dir: str, bert_config: bool = True) -> None:
+  if bert_config:
+    converted.config.to_json_file(os.path.join(output_dir, BERT_CONFIG_NAME))
   if converted.vocab_file:
     target = os.path.join(output_dir, VOCAB_NAME)
     if os.path.abspath(converted.vocab_file) != os.path.abspath(target):
@@ -483,5 +649,61 @@ def save_tf1(converted: Converted, output_dir: str) -> str:
   return prefix
 
 
-LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours}
-SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": save_ours}
+# transformers' class for each set of heads we write.
+HF_ARCHITECTURES = {(): "BertModel", ("mlm_head",): "BertForMaskedLM", ("nsp_head",): "BertForNextSentencePrediction",
+                    HEADS: "BertForPreTraining"}
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                   "mask_token": "[MASK]"}
+
+
+def hf_config(config: BertConfig, heads: tuple[str, ...] = ()) -> dict[str, Any]:
+  """The HF `config.json` of `config`: our field names are HF's; keys a source added (extras) are kept, and
+  `model_type`, `architectures` say what transformers builds."""
+  if config.causal_attention:
+    raise ValueError("causal_attention: a left-to-right model (its pooler reads the last real token) has no "
+                     "Hugging Face BERT counterpart; convert it to ours or tf1")
+  values = {**config.to_dict(), "model_type": "bert", "architectures": [HF_ARCHITECTURES[heads]]}
+  values.setdefault("layer_norm_eps", 1e-12)  # Our LayerNorm's epsilon, google-research's (and HF's default).
+  return values
+
+
+def vocab_is_cased(vocab_file: str) -> bool:
+  """Whether a WordPiece vocabulary keeps case: some token other than a bracketed special ([CLS], [unused0])
+  has an upper-case letter. google-research's uncased vocabularies have none."""
+  from bert_tf.data.tokenization import load_vocab
+
+  return any(token != token.lower() for token in load_vocab(vocab_file)
+             if not (token.startswith("[") and token.endswith("]")))
+
+
+def save_hf(converted: Converted, output_dir: str) -> str:
+  """Writes the `hf` layout (config.json, model.safetensors, vocab.txt, tokenizer_config.json,
+  special_tokens_map.json) that transformers' `from_pretrained` loads as it is: BertModel, and
+  BertForPreTraining (BertForMaskedLM without NSP) when the source had heads. model.safetensors comes last,
+  under a temporary name, so an interrupted write never leaves a folder that loads. Returns its path."""
+  heads = tuple(h for h in HEADS if h in converted.heads)
+  values = hf_config(converted.config, heads)
+  links = {k: v for k, v in tf1_links(converted.encoder, converted.pretrainer).items()
+           if k == "encoder" or k in heads}
+  state = tf1_to_hf_names(get_tf1_weights(links), bert_prefix="bert." if heads else "")
+  # The position-id buffer older transformers saved (all-MiniLM-L6-v2 has it): written so a round trip gives
+  # back every tensor; transformers 5 reads past it.
+  state[("bert." if heads else "") + "embeddings.position_ids"] = np.arange(
+      converted.config.max_position_embeddings, dtype=np.int64)[None]
+  tf.io.gfile.makedirs(output_dir)
+  fileio.write_text_atomic(os.path.join(output_dir, "config.json"), json.dumps(values, indent=2) + "\n")
+  _write_config_and_vocab(converted, output_dir, bert_config=False)
+  if converted.vocab_file:
+    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": not vocab_is_cased(converted.vocab_file),
+                 "model_max_length": converted.config.max_position_embeddings, **_SPECIAL_TOKENS}
+    fileio.write_text_atomic(os.path.join(output_dir, "tokenizer_config.json"), json.dumps(tokenizer, indent=2) + "\n")
+    fileio.write_text_atomic(os.path.join(output_dir, "special_tokens_map.json"),
+                             json.dumps(_SPECIAL_TOKENS, indent=2) + "\n")
+  path = os.path.join(output_dir, "model.safetensors")
+  write_safetensors(state, path)
+  return path
+
+
+LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours,
+                                                "keras_hub": load_keras_hub}
+SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": save_ours, "hf": save_hf}

@@ -286,8 +286,9 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
       return {name: values[name] for name in task.metric_names}
 
     start = time.perf_counter()
+    head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
     run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source,
-                                   evaluate=evaluate, headline_metric=metric_names(task)[0])
+                                   evaluate=evaluate, headline_metric=metric_names(task)[0], head=head)
     seconds = finetuning.training_seconds(result, time.perf_counter() - start)
     if result.interrupted:
       summary.update(interrupted=True, exit_code=result.exit_code)

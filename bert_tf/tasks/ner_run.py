@@ -248,8 +248,9 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
                       dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
+  head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
   run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source,
-                                 evaluate=evaluate, headline_metric=METRIC_NAMES[0])
+                                 evaluate=evaluate, headline_metric=METRIC_NAMES[0], head=head)
   seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}

@@ -241,7 +241,7 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
   start = time.perf_counter()
   # google-research's step arithmetic: examples (questions), not windows, per epoch.
   run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source,
-                                 evaluate=evaluate, headline_metric=config.metric_names[0])
+                                 evaluate=evaluate, headline_metric=config.metric_names[0], head=(SETTINGS_NAME, {}))
   seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}

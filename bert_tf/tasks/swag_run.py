@@ -163,7 +163,7 @@ def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, 
                                dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
   start = time.perf_counter()
   run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source,
-                                  evaluate=evaluate, headline_metric=METRIC_NAMES[0])
+                                  evaluate=evaluate, headline_metric=METRIC_NAMES[0], head=(SETTINGS_NAME, {}))
   seconds = finetuning.training_seconds(trained, time.perf_counter() - start)
   if trained.interrupted:
     return None, {"interrupted": True, "exit_code": trained.exit_code}

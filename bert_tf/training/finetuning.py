@@ -136,18 +136,24 @@ class TaskRunConfig:
 # -- The pretrained encoder -----------------------------------------------------------------------------------
 
 
-def init_encoder(encoder, path: str, config_source: str | None = None) -> str:
+def init_encoder(encoder, path: str, config_source: str | None = None, model=None,
+                 head: tuple[str, dict] | None = None) -> str:
   """Loads pretrained weights into `encoder` from any form users have; returns a description of the source.
 
   Accepts what `handoff.resolve_checkpoint` does (a pretraining checkpoint or output dir, encoder_checkpoint/,
-  encoder_savedmodel/, a directory written by scripts/convert_checkpoint.py), and also, converted in memory:
-  a google-research (TF1) checkpoint such as `uncased_L-12_H-768_A-12/bert_model.ckpt`, and a Hugging Face
-  BERT directory (config.json with model.safetensors or pytorch_model.bin). `config_source`, the
-  bert_config.json the encoder was built from, is named when the weights do not fit it.
-  """
-  from bert_tf.model import convert
+  encoder_savedmodel/, a directory written by scripts/convert_checkpoint.py, any task's fine-tuned model folder),
+  a released model by name (`hf:<model id>`, `keras_hub:<preset>`: bert_tf.model.released), and also, converted
+  in memory: a google-research (TF1) checkpoint such as `uncased_L-12_H-768_A-12/bert_model.ckpt`, and a Hugging
+  Face BERT directory (config.json with model.safetensors). `config_source`, the bert_config.json the encoder
+  was built from, is named when the weights do not fit it.
 
-  path = path.rstrip("/")
+  From a fine-tuned model's folder, `model` (whose `.encoder` is `encoder`) also takes the folder's task head when
+  `head` = (the task's settings file name, settings that must match, e.g. {"labels": [...]}) fits it
+  (`handoff.task_head_mismatch`): SQuAD v1.1 then v2.0, say.
+  """
+  from bert_tf.model import convert, released
+
+  path = released.local_path(path)
   if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")) and not \
       tf.io.gfile.exists(os.path.join(path, handoff.CONFIG_NAME)):
     weights, _ = convert.hf_to_tf1_names(convert.read_hf_state(path))
@@ -168,16 +174,24 @@ def init_encoder(encoder, path: str, config_source: str | None = None) -> str:
       convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=prefix,
                               config_source=config_source)
       return f"{prefix} (google-research checkpoint, converted in memory)"
-  return handoff.restore_encoder(encoder, path, config_source=config_source)
+  restored = handoff.restore_encoder(encoder, path, config_source=config_source)
+  if model is not None and head is not None and handoff.is_task_model_dir(path):
+    problem = handoff.task_head_mismatch(model, path, *head)
+    if problem is None:
+      handoff.restore_task_model(model, path, f"a fine-tuning run of this task ({head[0]})")
+      return f"{path} (encoder and task head)"
+    logging.info("%s: the encoder only, not the task head: %s", path, problem)
+  return restored
 
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
   """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint."""
-  from bert_tf.model import convert
+  from bert_tf.model import convert, released
 
   if bert_config_file:
     return BertConfig.from_json_file(bert_config_file)
   if init_checkpoint:
+    init_checkpoint = released.local_path(init_checkpoint)
     found = handoff.find_config(init_checkpoint)
     if found:
       return BertConfig.from_json_file(found)
@@ -196,10 +210,11 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
 def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
           strategy: tf.distribute.Strategy, encoder_of: Callable = lambda model: model.encoder,
           output_dir: str | None = None, config_source: str | None = None,
-          evaluate: Callable[[object], dict[str, float]] | None = None, headline_metric: str | None = None
-          ) -> tuple[trainer.Trainer, trainer.TrainResult]:
+          evaluate: Callable[[object], dict[str, float]] | None = None, headline_metric: str | None = None,
+          head: tuple[str, dict] | None = None) -> tuple[trainer.Trainer, trainer.TrainResult]:
   """Trains `task` for `num_train_epochs` over `num_train_examples`, starting the encoder from
-  `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume.
+  `init_checkpoint` unless `<output_dir>/checkpoints` holds a run to resume; `head` (see `init_encoder`) lets
+  a fine-tuned model of the same task and labels give its head too.
 
   With --eval_every_steps, `evaluate(model)` (the dev split's metrics) runs while training, and
   --metric_for_best defaults to `headline_metric` (see bert_tf/training/evaluation.py)."""
@@ -224,7 +239,7 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
       trainer_config, evaluation)
   if run.checkpointer.latest() is None:
     if config.init_checkpoint:
-      source = init_encoder(encoder_of(run.model), config.init_checkpoint, config_source)
+      source = init_encoder(encoder_of(run.model), config.init_checkpoint, config_source, run.model, head)
       logging.info("initialised the encoder from %s", source)
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights (not BERT fine-tuning)")

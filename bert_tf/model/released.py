@@ -1,0 +1,113 @@
+"""Released weights by name: `hf:<model id>` (the Hugging Face Hub, e.g. `hf:bert-base-uncased`) and
+`keras_hub:<preset>` (e.g. `keras_hub:bert_base_en_uncased`), wherever a checkpoint path is taken
+(--init_checkpoint, and convert_checkpoint.py's --input).
+
+Each is downloaded by its own library into its usual cache (huggingface_hub: $HF_HUB_CACHE, by default
+~/.cache/huggingface/hub/models--<org>--<name>/snapshots/<revision>/; keras-hub through kagglehub:
+$KAGGLEHUB_CACHE, by default ~/.cache/kagglehub/models/keras/<model>/keras/<preset>/<version>/), then converted
+once into our `ours` layout (bert_tf.model.convert) under
+
+  $BERT_TF_CACHE (default ~/.cache/bert_tf)/released/<hf|keras_hub>/<name>/<revision or version>/
+
+which later uses read as it is. Offline (HF_HUB_OFFLINE=1, or no network) a model already in the cache is used;
+one that is not is a one-line error naming the download command and the cache folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from bert_tf import fileio
+
+HF = "hf:"
+KERAS_HUB = "keras_hub:"
+# What a BERT model needs from an HF repository (not the other frameworks' copies of the weights).
+HF_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors", "vocab.txt",
+            "tokenizer_config.json", "special_tokens_map.json"]
+
+
+def is_released(path: str | None) -> bool:
+  return bool(path) and path.startswith((HF, KERAS_HUB))
+
+
+def cache_dir() -> str:
+  """Where converted models are kept: $BERT_TF_CACHE, else $XDG_CACHE_HOME/bert_tf, else ~/.cache/bert_tf."""
+  if os.environ.get("BERT_TF_CACHE"):
+    return os.environ["BERT_TF_CACHE"]
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_tf")
+
+
+def local_path(path: str) -> str:
+  """`path` (without a trailing /), or for a released name the local `ours` folder of its converted weights
+  (downloaded and converted on first use)."""
+  if path.startswith(HF):
+    return _converted(HF, path[len(HF):], *_hf_snapshot(path[len(HF):]))
+  if path.startswith(KERAS_HUB):
+    return _converted(KERAS_HUB, path[len(KERAS_HUB):], *_keras_hub_preset(path[len(KERAS_HUB):]))
+  return path.rstrip("/")
+
+
+def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
+  """The `ours` folder of `name` at `revision` in our cache, converted from `source` with `load` if absent."""
+  from bert_tf.model import convert
+
+  target = os.path.join(cache_dir(), "released", scheme.rstrip(":"), name.replace("/", "--"), revision)
+  if fileio.exists(os.path.join(target, convert.ENCODER_DIR, "checkpoint")):
+    return target
+  logging.info("converting %s%s (%s) into %s", scheme, name, source, target)
+  from bert_tf.training import handoff
+
+  # Written under a temporary name and renamed: a conversion cut short is never taken for a finished one.
+  handoff.replace_dir(lambda d: convert.save_ours(load(source), d), target)
+  return target
+
+
+def _offline_error(name: str, where: str, command: str, variable: str, reason: Exception) -> FileNotFoundError:
+  first = str(reason).strip().splitlines()[0] if str(reason).strip() else type(reason).__name__
+  return FileNotFoundError(f"{name}: not in the cache ({where}) and it could not be downloaded here ({first}); "
+                           f"where there is network, run `{command}`, then copy that folder to the same place "
+                           f"here (or set {variable} to the cache it is in)")
+
+
+def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
+  """(snapshot folder, revision, loader) of a Hugging Face model, downloaded by huggingface_hub if needed."""
+  import huggingface_hub
+  from huggingface_hub import constants
+
+  try:
+    folder = huggingface_hub.snapshot_download(model_id, allow_patterns=HF_FILES)
+  except Exception as e:  # pylint: disable=broad-except  # Offline, unknown id, no network: all said the same way.
+    raise _offline_error(
+        f"{HF}{model_id}", os.path.join(constants.HF_HUB_CACHE, "models--" + model_id.replace("/", "--")),
+        f"hf download {model_id} {' '.join(f for f in HF_FILES if '*' not in f and 'index' not in f)}",
+        "HF_HUB_CACHE", e) from None
+  from bert_tf.model import convert
+
+  return folder, os.path.basename(folder.rstrip("/")), convert.load_hf
+
+
+def _keras_hub_preset(preset: str) -> tuple[str, str, object]:
+  """(preset, its version, loader) of a keras-hub BERT preset; keras-hub downloads it on conversion."""
+  import keras_hub
+
+  from bert_tf.model import convert
+
+  presets = keras_hub.models.BertBackbone.presets
+  if preset not in presets:
+    raise ValueError(f"{KERAS_HUB}{preset}: not a keras-hub BERT preset; choose one of {', '.join(sorted(presets))}")
+  handle = presets[preset]["kaggle_handle"]  # kaggle://keras/bert/keras/<preset>/<version>
+  version = handle.rsplit("/", 1)[-1]
+
+  def load(name):
+    try:
+      return convert.load_keras_hub(name)
+    except Exception as e:  # pylint: disable=broad-except  # Offline or no network: said the same way.
+      import kagglehub.config
+
+      where = os.path.join(kagglehub.config.get_cache_folder(), "models", *handle.removeprefix("kaggle://").split("/"))
+      command = (f"python -c \"import keras_hub; keras_hub.models.BertBackbone.from_preset('{name}'); "
+                 f"keras_hub.models.BertTokenizer.from_preset('{name}')\"")
+      raise _offline_error(f"{KERAS_HUB}{name}", where, command, "KAGGLEHUB_CACHE", e) from None
+
+  return preset, version, load
