@@ -12,9 +12,9 @@ import sys
 import types
 from unittest import mock
 
-import assets
 import pytest
 
+import assets
 from bert_tf.tasks import squad_metrics as sm
 
 
