@@ -332,7 +332,8 @@ class Trainer:
       while step < cfg.num_train_steps:
         boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
                       (step // cfg.log_steps + 1) * cfg.log_steps,
-                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
+                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps,
+                      *self._extra_boundaries(step)]
         n = min(boundaries) - step
         if self._early_loop_end:  # about progress_seconds a loop; one step first (it includes tracing)
           n = 1 if first_loop else min(n, max(1, int(cfg.progress_seconds * self._rate_steps
@@ -391,6 +392,10 @@ class Trainer:
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached; a hook for tests and subclasses."""
+
+  def _extra_boundaries(self, step: int) -> list[int]:
+    """Further steps after `step` that a host loop must end on (for a subclass's `_after_loop`); none here."""
+    return []
 
 
 def _duration(seconds: float) -> str:
