@@ -25,7 +25,8 @@ class _UserFacingLogs(logging.Filter):
 
   def filter(self, record):
     return record.levelno >= logging.WARNING or record.pathname.startswith(self._ours) or \
-        "/scripts/" in record.pathname or "/bench/" in record.pathname
+        "/scripts/" in record.pathname or "/bench/" in record.pathname or \
+        "/bert_tf_scripts/" in record.pathname  # the scripts, installed (bert_tf/console.py)
 
 
 class _ShortFormatter(logging.Formatter):

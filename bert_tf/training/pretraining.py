@@ -295,7 +295,7 @@ class Evaluator:
     """Evaluates `max_eval_steps` batches of the evaluation records at training step `step`; logs the results
     and, with an output_dir, writes them to TensorBoard under <output_dir>/eval."""
     results = self.evaluate(self.task.build_eval_dataset(), self.task.config.max_eval_steps, step)
-    logging.info("eval at step %d  %s", step, "  ".join(f"{k} {v:.4g}" for k, v in results.items()
+    logging.info("eval at step %d  %s", step, "  ".join(f"{k} {results[k]:.4g}" for k in sorted(results)
                                                           if k != "global_step"))
     if self.output_dir is not None:
       if self._writer is None:
