@@ -1,5 +1,6 @@
 """bert_tf.training.finetuning: the encoder from every checkpoint form, prediction under strategies, step arithmetic."""
 
+import dataclasses
 import json
 import os
 
@@ -220,3 +221,22 @@ def test_prediction_shows_progress_from_the_first_batch(caplog):
   assert lines[3].split("  ")[1] == "6 examples" and "ETA" not in lines[3]  # the padded example not counted
   done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("MRPC dev: done")]
   assert len(done) == 1 and done[0].startswith("MRPC dev: done, 6 examples in ") and done[0].endswith(" examples/s)")
+
+
+@pytest.mark.parametrize("output_dir, expected", [("out/mrpc", "out/features"), ("out/mrpc/", "out/features"),
+                                                  ("mrpc", "features"), ("/runs/a/squad", "/runs/a/features"),
+                                                  ("gs://bucket/runs/mrpc", "gs://bucket/runs/features"),
+                                                  ("gs://bucket", "gs://bucket/features")])
+def test_feature_caches_default_to_features_beside_the_output_dir(output_dir, expected):
+  assert finetuning.default_features_dir(output_dir) == expected
+
+
+def test_every_task_config_caches_beside_its_output_dir_unless_told():
+  from bert_tf.tasks import glue_finetuning, ner_run, squad_run, swag_run
+
+  ft = finetuning.FinetuningConfig(output_dir="out/task", bert_config=th.tiny_bert_config())
+  for cls in (glue_finetuning.ClassifierConfig, squad_run.SquadConfig, ner_run.NerConfig, swag_run.SwagConfig):
+    required = {name: "x" for name, field in cls.__dataclass_fields__.items()
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
+    assert cls(**{**required, "finetuning": ft}).features_dir == "out/features", cls
+    assert cls(**{**required, "finetuning": ft, "features_dir": "cache"}).features_dir == "cache", cls

@@ -43,7 +43,7 @@ class ClassifierConfig(finetuning.TaskRunConfig):
   do_eval: bool = False
   do_predict: bool = False
   max_seq_length: int = 128
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
   learning_rates: tuple[float, ...] = ()  # the paper's selection protocol: try each ...

@@ -69,7 +69,7 @@ class NerConfig(finetuning.TaskRunConfig):
   tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES
   label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES
   document_context: bool = False  # the paper's maximal document context, else one sentence a window
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   export_dir: str | None = None
   model_name: str | None = None

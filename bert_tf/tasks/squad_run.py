@@ -68,7 +68,7 @@ class SquadConfig(finetuning.TaskRunConfig):
   max_seq_length: int = squad.MAX_SEQ_LENGTH
   doc_stride: int = squad.DOC_STRIDE
   max_query_length: int = squad.MAX_QUERY_LENGTH
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
   export_dir: str | None = None  # new: a SavedModel answering raw questions, <export_dir>/<model_name>/<version>/

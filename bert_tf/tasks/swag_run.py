@@ -60,7 +60,7 @@ class SwagConfig(finetuning.TaskRunConfig):
   do_eval: bool = False
   do_predict: bool = False
   max_seq_length: int = 128
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
   export_dir: str | None = None  # also export the model for TF Serving (swag_serving) at the end

@@ -81,6 +81,10 @@ class TaskRunConfig:
   """What every task's run configuration (GLUE's ClassifierConfig, SQuAD's SquadConfig) derives alike from its
   `finetuning` (a FinetuningConfig), `bert_config_file` and `dynamic_padding` fields."""
 
+  def __post_init__(self):
+    if self.features_dir is None:  # features/ beside the output directory, shared by the runs made there
+      self.features_dir = default_features_dir(self.finetuning.output_dir)
+
   @property
   def config_source(self) -> str | None:
     """The bert_config.json the BERT config came from, when known (for messages)."""
@@ -106,6 +110,13 @@ class TaskRunConfig:
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
     handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+
+
+def default_features_dir(output_dir: str) -> str:
+  """Where fine-tuning caches its feature files without --features_dir: features/ beside --output_dir, so
+  --output_dir=out/mrpc caches under out/features/ with everything else under out/, and the runs beside it
+  (out/mrpc_base, out/squad) reuse the files (their names hash all that makes them)."""
+  return fileio.sibling(output_dir, "features")
 
 
 # -- The pretrained encoder -----------------------------------------------------------------------------------
