@@ -309,6 +309,7 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
   task = config.validate()
   inputs = read_inputs(config, task, say)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   if not config.searching:

@@ -321,6 +321,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     _check_trained_mode(config, settings)
   inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)

@@ -223,6 +223,7 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
   config.validate()
   inputs = read_inputs(config)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)

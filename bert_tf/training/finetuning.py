@@ -100,6 +100,12 @@ class TaskRunConfig:
   def length_multiple(self) -> int:
     return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
 
+  def check_init_checkpoint(self) -> None:
+    """With --do_train and --init_checkpoint: the checkpoint fits the BERT config (`check_init_checkpoint`).
+    Every task's run calls it once its strategy exists, before it writes features."""
+    if self.do_train and self.finetuning.init_checkpoint:
+      check_init_checkpoint(self.finetuning.init_checkpoint, self.finetuning.bert_config, self.config_source)
+
   def check_length_and_vocab(self) -> None:
     """--max_seq_length within the BERT config's positions, and --vocab_file present and fitting the config:
     the checks every task's `validate` makes (ValueError / FileNotFoundError naming the flag)."""
@@ -155,6 +161,28 @@ def init_encoder(encoder, path: str, config_source: str | None = None) -> str:
                               config_source=config_source)
       return f"{prefix} (google-research checkpoint, converted in memory)"
   return handoff.restore_encoder(encoder, path, config_source=config_source)
+
+
+def check_init_checkpoint(path: str, bert_config: BertConfig, config_source: str | None = None) -> None:
+  """Raises ValueError (the message `init_encoder` gives) when the weights at `path` do not fit `bert_config`:
+  run before any feature file is written, so that a wrong --init_checkpoint or --bert_config_file fails in
+  seconds. Reads shapes only from bert_tf's own checkpoints; other forms are converted as training will.
+  Needs TensorFlow's devices (under MultiWorkerMirroredStrategy, call it after the strategy is made)."""
+  from bert_tf.model.encoder import BertEncoder
+
+  with tf.device("/cpu:0"):  # a float32 copy that only its shapes are asked of
+    encoder = BertEncoder(bert_config, dtype="float32")
+    try:
+      prefix = handoff.resolve_checkpoint(path)
+    except FileNotFoundError:
+      prefix = None
+    if prefix is not None and any(name.startswith("encoder/") for name, _ in tf.train.list_variables(prefix)):
+      problem = handoff.object_checkpoint_mismatch(encoder, prefix)
+      if problem:
+        raise ValueError(handoff.mismatch_message(
+            prefix, problem, config_source or handoff.describe_config(bert_config, path), path))
+      return
+    init_encoder(encoder, path, config_source)
 
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
