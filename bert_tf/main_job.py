@@ -110,7 +110,8 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
   run, result = finetuning.train(task, ft, files["train"].num_examples, strategy)
   dataset = classification.classifier_dataset(files["dev"].path, 32, seq, False, is_training=False,
                                               pad_to_batch=True)
-  predictions, _ = classification.predictions_from_outputs(finetuning.predict(run.model, dataset, strategy), False)
+  predictions, _ = classification.predictions_from_outputs(finetuning.predict(
+      run.model, dataset, strategy, num_examples=files["dev"].num_examples), False)
   truth = np.array([label_ids[topic] for _, topic in dev])
   accuracy = metrics.accuracy(predictions, truth)
   majority = float(np.bincount(truth).max() / len(truth))

@@ -223,6 +223,26 @@ def test_prediction_shows_progress_from_the_first_batch(caplog):
   assert len(done) == 1 and done[0].startswith("MRPC dev: done, 6 examples in ") and done[0].endswith(" examples/s)")
 
 
+def test_prediction_from_files_shows_the_total_and_eta_from_the_number_of_examples(caplog):
+  import logging
+
+  def model(batch, training=False):
+    del training
+    return batch["x"]
+  # A filter makes the cardinality unknown, as for TFRecord files.
+  data = tf.data.Dataset.from_tensor_slices({"x": tf.ones([7, 3]), "is_real_example": tf.ones([7], tf.int32)})
+  data = data.filter(lambda example: True).batch(2)
+  assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with caplog.at_level(logging.INFO, logger="absl"):
+    finetuning.predict(model, data, strategy, description="known", progress_seconds=0.0, num_examples=7)
+    finetuning.predict(model, data, strategy, description="unknown", progress_seconds=0.0)
+  lines = [r.getMessage() for r in caplog.records if ": batch " in r.getMessage()]
+  assert [line.split("  ")[0] for line in lines] == [f"known: batch {i}/4" for i in (1, 2, 3, 4)] + [
+      f"unknown: batch {i}" for i in (1, 2, 3, 4)]
+  assert "ETA " in lines[1] and "ETA" not in lines[5]
+
+
 @pytest.mark.parametrize("output_dir, expected", [("out/mrpc", "out/features"), ("out/mrpc/", "out/features"),
                                                   ("mrpc", "features"), ("/runs/a/squad", "/runs/a/features"),
                                                   ("gs://bucket/runs/mrpc", "gs://bucket/runs/features"),

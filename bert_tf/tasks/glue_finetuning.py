@@ -172,7 +172,8 @@ def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strateg
       info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
       is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
   start = time.perf_counter()
-  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}")
+  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}",
+                               num_examples=info.num_examples)
   return examples, outputs, time.perf_counter() - start
 
 

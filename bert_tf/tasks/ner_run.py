@@ -267,7 +267,7 @@ def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, .
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
   ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
-                           description=f"predicting {conll.path}")  # [N, T]
+                           description=f"predicting {conll.path}", num_examples=len(windows))  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
                      "have it written again")

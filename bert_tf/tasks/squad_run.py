@@ -249,7 +249,8 @@ def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, thr
       config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
       length_multiple=config.length_multiple)
   logits = finetuning.predict(sf.squad_predictions(model, config.max_seq_length), dataset, strategy,
-                              description=f"predicting {config.predict_file}")  # [N, 2, T]
+                              description=f"predicting {config.predict_file}",
+                              num_examples=len(windows))  # [N, 2, T]
   if len(logits) != len(windows):
     raise ValueError(f"{info.path}: {len(logits)} windows predicted, {len(windows)} expected; remove the file "
                      "to have it written again")

@@ -176,7 +176,8 @@ def predict_logits(model, config: SwagConfig, split: str, result: swag.SwagReadR
   dataset = sf.swag_dataset(info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length,
                             is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                             length_multiple=config.length_multiple)
-  logits = finetuning.predict(model, dataset, strategy, description=f"SWAG {split}")
+  logits = finetuning.predict(model, dataset, strategy, description=f"SWAG {split}",
+                              num_examples=len(result.examples))
   if len(logits) != len(result.examples):
     raise ValueError(f"{info.path}: {len(logits)} examples predicted, {len(result.examples)} expected; remove the "
                      "file to have it written again")

@@ -247,14 +247,16 @@ def eval_batch_size_for(batch_size: int, strategy: tf.distribute.Strategy) -> in
 
 
 def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, description: str = "predicting",
-            progress_seconds: float = 10.0) -> np.ndarray:
+            progress_seconds: float = 10.0, num_examples: int | None = None) -> np.ndarray:
   """Runs `model(features, training=False)` over every batch of `dataset` -> float32 outputs of the real
   examples, in order: [N, ...].
 
   Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
   `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
   ends with all the predictions. A progress line (`description`, batches done, examples/s, ETA) shows after the
-  first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s.
+  first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s. The total and
+  ETA need the number of batches: the dataset's cardinality, unknown for TFRecord files, else `num_examples`
+  (the real examples) over the size of the first batch (every batch is padded to it).
   """
   local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
 
@@ -279,6 +281,8 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   for batch in dataset:
     outputs.append(np.concatenate([o.numpy() for o in step(batch)], axis=0))
     real.append(batch["is_real_example"].numpy().astype(bool))
+    if batches < 0 and num_examples:
+      batches = -(-num_examples // len(real[0]))
     now = time.perf_counter()
     if len(outputs) == 1 or now - last_line >= progress_seconds:
       _progress(description, len(outputs), batches, int(sum(r.sum() for r in real)), now - start)
