@@ -87,7 +87,9 @@ def _config():
       mask_token_rate=FLAGS.mask_token_rate, random_token_rate=FLAGS.random_token_rate, no_nsp=FLAGS.no_nsp,
       left_to_right=FLAGS.left_to_right, do_train=do_train, do_eval=FLAGS.do_eval,
       eval_input_file=FLAGS.eval_input_file, eval_batch_size=FLAGS.eval_batch_size,
-      max_eval_steps=FLAGS.max_eval_steps, eval_every_steps=FLAGS.eval_every_steps, **cli.training_flag_values())
+      max_eval_steps=FLAGS.max_eval_steps,
+      # The shared training flags may come to include --eval_every_steps: one value either way.
+      **{"eval_every_steps": FLAGS.eval_every_steps, **cli.training_flag_values()})
 
 
 def main(argv):
