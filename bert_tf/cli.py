@@ -25,7 +25,8 @@ class _UserFacingLogs(logging.Filter):
 
   def filter(self, record):
     return record.levelno >= logging.WARNING or record.pathname.startswith(self._ours) or \
-        "/scripts/" in record.pathname or "/bench/" in record.pathname
+        "/scripts/" in record.pathname or "/bench/" in record.pathname or \
+        "/bert_tf_scripts/" in record.pathname  # the scripts, installed (bert_tf/console.py)
 
 
 class _ShortFormatter(logging.Formatter):
@@ -98,10 +99,12 @@ DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
 def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None) -> None:
   """Defines google-research's loop and TPU flags and the strategy, precision, XLA and accumulation flags of
   every training script (pretraining and fine-tuning), with the given loop defaults, in `flag_values`
-  (default: absl's global FLAGS)."""
+  (default: absl's global FLAGS). They are key flags of the calling script, so its `--help` lists them."""
   from absl import flags
 
-  flags = _BoundFlags(flags, flags.FLAGS if flag_values is None else flag_values)
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  before = set(flag_values)
+  flags = _BoundFlags(flags, flag_values)
 
   # google-research/bert's.
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many updates.")
@@ -126,6 +129,17 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
   flags.DEFINE_integer("log_steps", log_steps, "A progress line and TensorBoard summaries every this many updates.")
   flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights, "
                     "also across a kill and resume).")
+  _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
+
+
+def _declare_key_flags_of_caller(flag_values, names) -> None:
+  """Makes `names` key flags of the module that called our caller: absl's `--help` lists the main module's key
+  flags, and flags defined here belong to bert_tf.cli. (`flags.declare_key_flag` would declare them for this
+  module; absl names the main module after sys.argv[0], as below.)"""
+  name = sys._getframe(2).f_globals.get("__name__", "")  # pylint: disable=protected-access
+  module = sys.argv[0] if name == "__main__" else name
+  for flag in names:
+    flag_values.register_key_flag_for_module(module, flag_values[flag])
 
 
 def define_evaluation_flags(flag_values=None) -> None:

@@ -30,6 +30,16 @@ def absolute(path: str) -> str:
   return path if is_remote(path) else os.path.abspath(path)
 
 
+def sibling(path: str, name: str) -> str:
+  """The path `name` beside `path` (in its parent folder): ("out/mrpc", "features") -> "out/features";
+  ("mrpc", ...) -> "features"; ("gs://b/mrpc", ...) -> "gs://b/features"; a bucket's root keeps it inside."""
+  path = path.rstrip("/")
+  if is_remote(path):
+    scheme, rest = path.split("://", 1)
+    return f"{scheme}://{rest.rsplit('/', 1)[0] if '/' in rest else rest}/{name}"
+  return os.path.join(os.path.dirname(path), name)
+
+
 def _gfile():
   import tensorflow as tf
 

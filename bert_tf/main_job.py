@@ -110,7 +110,8 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
   run, result = finetuning.train(task, ft, files["train"].num_examples, strategy)
   dataset = classification.classifier_dataset(files["dev"].path, 32, seq, False, is_training=False,
                                               pad_to_batch=True)
-  predictions, _ = classification.predictions_from_outputs(finetuning.predict(run.model, dataset, strategy), False)
+  predictions, _ = classification.predictions_from_outputs(finetuning.predict(
+      run.model, dataset, strategy, num_examples=files["dev"].num_examples), False)
   truth = np.array([label_ids[topic] for _, topic in dev])
   accuracy = metrics.accuracy(predictions, truth)
   majority = float(np.bincount(truth).max() / len(truth))
@@ -130,13 +131,14 @@ def _export_and_predict(config: MainJobConfig, classifier_dir: str, sample: list
   import subprocess
   import sys
 
+  from bert_tf import console
   from bert_tf.export import serving
 
   export_dir = os.path.join(config.work_dir, "export")
   saved_model = serving.export_from_directory(classifier_dir, export_dir, config.model_name,
                                               warmup_texts=[(text, None) for text in sample])
   say(f"SavedModel for TensorFlow Serving: {saved_model} (signatures serving_default: raw text; encoded: ids)")
-  script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "predict.py")
+  script = console.script_path("predict")  # the checkout's scripts/predict.py, or the installed one
   command = [sys.executable, script, f"--saved_model_dir={saved_model}"] + [f"--sentence1={text}" for text in
                                                                              sample[:1]]
   say("fresh process: " + " ".join(command[1:2] + [c if len(c) < 80 else c[:77] + '..."' for c in command[2:]]))

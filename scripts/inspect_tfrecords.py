@@ -24,7 +24,9 @@ def main(argv):
   if not FLAGS.input_file or not FLAGS.vocab_file:
     raise ValueError("--input_file and --vocab_file are required")
   files = fileio.expand_globs(FLAGS.input_file)
-  inv_vocab = {i: t for t, i in tokenization.load_vocab(FLAGS.vocab_file).items()}
+  vocab = tokenization.load_vocab(FLAGS.vocab_file)
+  describe.check_vocabulary(files, vocab, FLAGS.vocab_file)
+  inv_vocab = {i: t for t, i in vocab.items()}
   for k, example in enumerate(describe.iter_parsed(files)):
     if k >= FLAGS.max_examples:
       break

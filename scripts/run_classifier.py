@@ -51,7 +51,8 @@ flags.DEFINE_list("learning_rates", [], "Selection protocol: fine-tune with each
                   "5e-5,4e-5,3e-5,2e-5) and keep the best on dev.")
 flags.DEFINE_integer("num_restarts", 1, "Selection protocol: random restarts (seeds seed, seed+1, ...) per "
                      "learning rate.")
-flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
+flags.DEFINE_string("features_dir", None, "Where the TFRecord features are written once and reused; default "
+                    "features/ beside --output_dir (out/features for --output_dir=out/mrpc).")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest example (not on TPU).")
 flags.DEFINE_integer("max_train_examples", 0, "Use only the first N training examples (0: all).")
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving to "

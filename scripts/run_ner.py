@@ -52,7 +52,8 @@ flags.DEFINE_enum("label_scheme", "IOB2", ["IOB2", "BIOES"], "The model's labels
 flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring sentences of its document "
                   "(the paper's maximal document context); predictions stay for the centre sentence.")
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
+flags.DEFINE_string("features_dir", None, "Where the TFRecord features are written once and reused; default "
+                    "features/ beside --output_dir (out/features for --output_dir=out/mrpc).")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest window (not on TPU).")
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving to "
                     "<export_dir>/<model_name>/<version>/.")

@@ -32,6 +32,11 @@ flags.DEFINE_integer("train_batch_size", 32, "Global batch: examples per optimiz
 flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
+flags.DEFINE_bool("do_train", False, "Train. With neither --do_train nor --do_eval, trains (as before these flags).")
+flags.DEFINE_bool("do_eval", False, "Evaluate (after training, or without --do_train the newest checkpoint in "
+                  "--output_dir) and write <output_dir>/eval_results.txt.")
+flags.DEFINE_integer("eval_batch_size", 8, "Examples per evaluation batch.")
+flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches, at most.")
 # The shared training flags: save_checkpoints_steps, iterations_per_loop, use_tpu, tpu_name, tpu_zone,
 # gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile, gradient_accumulation_steps,
 # steps_per_loop, log_steps.
@@ -42,6 +47,11 @@ flags.DEFINE_bool("dynamic_masking", False, "The records are unmasked: mask in t
 flags.DEFINE_bool("do_whole_word_mask", False, "With --dynamic_masking: mask all WordPieces of a word together "
                   "(static records were masked when written: see create_pretraining_data.py's flag).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking.")
+flags.DEFINE_string("eval_input_file", None, "Evaluation TFRecord files, as --input_file; default --input_file "
+                    "(as google-research, which evaluates on its training records): pass held-out records.")
+if "eval_every_steps" not in FLAGS:  # the shared training flags may define it
+  flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many updates during training (0: never): "
+                       "logged and written to TensorBoard under <output_dir>/eval.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
 # The paper's ablations (Tables 5 and 8; docs/pretraining.md).
 flags.DEFINE_float("mask_token_rate", 0.8, "With --dynamic_masking: share of the chosen positions replaced by "
@@ -59,7 +69,10 @@ def _config():
   from bert_tf.config import BertConfig
   from bert_tf.training import pretraining
 
-  for name in ("input_file", "output_dir", "bert_config_file"):
+  # Neither --do_train nor --do_eval: train, as this script did before it had them.
+  do_train = FLAGS.do_train or not (FLAGS["do_train"].present or FLAGS["do_eval"].present)
+  for name in ("output_dir", "bert_config_file", *(("input_file",) if do_train or not FLAGS.eval_input_file
+                                                   else ())):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
   return pretraining.PretrainingConfig(
@@ -72,7 +85,11 @@ def _config():
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, dynamic_masking=FLAGS.dynamic_masking,
       do_whole_word_mask=FLAGS.do_whole_word_mask, vocab_file=FLAGS.vocab_file, seed=FLAGS.seed,
       mask_token_rate=FLAGS.mask_token_rate, random_token_rate=FLAGS.random_token_rate, no_nsp=FLAGS.no_nsp,
-      left_to_right=FLAGS.left_to_right, **cli.training_flag_values())
+      left_to_right=FLAGS.left_to_right, do_train=do_train, do_eval=FLAGS.do_eval,
+      eval_input_file=FLAGS.eval_input_file, eval_batch_size=FLAGS.eval_batch_size,
+      max_eval_steps=FLAGS.max_eval_steps,
+      # The shared training flags may come to include --eval_every_steps: one value either way.
+      **{"eval_every_steps": FLAGS.eval_every_steps, **cli.training_flag_values()})
 
 
 def main(argv):

@@ -55,7 +55,8 @@ flags.DEFINE_bool("do_eval", False, "Predict --predict_file (which needs answers
                   "metrics; for SQuAD 2.0 also search the best null_score_diff_threshold and store it in "
                   "squad_model/squad.json.")
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
+flags.DEFINE_string("features_dir", None, "Where the TFRecord features are written once and reused; default "
+                    "features/ beside --output_dir (out/features for --output_dir=out/mrpc).")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest window (not on TPU).")
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel that answers raw questions to "
                     "<export_dir>/<model_name>/<version>/ (after --do_eval has stored the threshold).")

@@ -47,7 +47,8 @@ cli.define_training_flags(steps_per_loop=50, log_steps=50)
 cli.define_evaluation_flags()
 # New flags.
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and data order.")
-flags.DEFINE_string("features_dir", "tfrecords", "Where the TFRecord features are written once and reused.")
+flags.DEFINE_string("features_dir", None, "Where the TFRecord features are written once and reused; default "
+                    "features/ beside --output_dir (out/features for --output_dir=out/mrpc).")
 flags.DEFINE_bool("dynamic_padding", True, "Cut each batch to its longest sequence (not on TPU).")
 flags.DEFINE_integer("max_train_examples", 0, "Use only the first N training examples (0: all).")
 flags.DEFINE_string("export_dir", None, "Also export a SavedModel for TensorFlow Serving (raw text in) to "

@@ -63,3 +63,24 @@ def test_evaluation_flags_are_the_finetuning_config_fields_with_its_defaults():
   cli.define_evaluation_flags(flag_values=defaults)
   defaults(["prog"])
   assert cli.evaluation_flag_values(defaults) == {name: fields[name] for name in cli.EVALUATION_FLAGS}
+
+
+def test_the_shared_flags_are_key_flags_of_the_defining_script():
+  values = flags.FlagValues()
+  cli.define_training_flags(steps_per_loop=7, log_steps=3, flag_values=values)
+  shared = {"save_checkpoints_steps", "optimizer", "dtype", "distribution_strategy", "steps_per_loop", "use_tpu"}
+  assert shared <= {flag.name for flag in values.get_key_flags_for_module(__name__)}
+  assert "--save_checkpoints_steps: Checkpoint every this many updates." in values.module_help(__name__)
+
+
+@pytest.mark.parametrize("script", ["run_pretraining", "run_classifier", "run_squad", "run_ner", "run_swag"])
+def test_help_of_each_training_script_lists_the_shared_flags(script):
+  import os
+  import subprocess
+  import sys
+
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  shown = subprocess.run([sys.executable, os.path.join(repo, "scripts", f"{script}.py"), "--help"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": repo}).stdout
+  for name in ("save_checkpoints_steps", "optimizer", "dtype", "gradient_accumulation_steps", "deterministic"):
+    assert f"  --{name}" in shown or f"  --[no]{name}" in shown, (script, name)

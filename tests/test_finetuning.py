@@ -1,5 +1,6 @@
 """bert_tf.training.finetuning: the encoder from every checkpoint form, prediction under strategies, step arithmetic."""
 
+import dataclasses
 import json
 import os
 
@@ -244,3 +245,42 @@ def test_a_resumed_run_reports_the_rate_of_the_steps_it_ran():
       "trained 84 steps (53 in this process, resumed at step 31) in 53.0 s (32.0 windows/s)"
   fresh = trainer.TrainResult(step=7, metrics={}, interrupted=False, steps_run=7)
   assert finetuning.training_line(fresh, 3.5, 2) == "trained 7 steps in 3.5 s (4.0 examples/s)"
+
+
+def test_prediction_from_files_shows_the_total_and_eta_from_the_number_of_examples(caplog):
+  import logging
+
+  def model(batch, training=False):
+    del training
+    return batch["x"]
+  # A filter makes the cardinality unknown, as for TFRecord files.
+  data = tf.data.Dataset.from_tensor_slices({"x": tf.ones([7, 3]), "is_real_example": tf.ones([7], tf.int32)})
+  data = data.filter(lambda example: True).batch(2)
+  assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with caplog.at_level(logging.INFO, logger="absl"):
+    finetuning.predict(model, data, strategy, description="known", progress_seconds=0.0, num_examples=7)
+    finetuning.predict(model, data, strategy, description="unknown", progress_seconds=0.0)
+  lines = [r.getMessage() for r in caplog.records if ": batch " in r.getMessage()]
+  assert [line.split("  ")[0] for line in lines] == [f"known: batch {i}/4" for i in (1, 2, 3, 4)] + [
+      f"unknown: batch {i}" for i in (1, 2, 3, 4)]
+  assert "ETA " in lines[1] and "ETA" not in lines[5]
+
+
+@pytest.mark.parametrize("output_dir, expected", [("out/mrpc", "out/features"), ("out/mrpc/", "out/features"),
+                                                  ("mrpc", "features"), ("/runs/a/squad", "/runs/a/features"),
+                                                  ("gs://bucket/runs/mrpc", "gs://bucket/runs/features"),
+                                                  ("gs://bucket", "gs://bucket/features")])
+def test_feature_caches_default_to_features_beside_the_output_dir(output_dir, expected):
+  assert finetuning.default_features_dir(output_dir) == expected
+
+
+def test_every_task_config_caches_beside_its_output_dir_unless_told():
+  from bert_tf.tasks import glue_finetuning, ner_run, squad_run, swag_run
+
+  ft = finetuning.FinetuningConfig(output_dir="out/task", bert_config=th.tiny_bert_config())
+  for cls in (glue_finetuning.ClassifierConfig, squad_run.SquadConfig, ner_run.NerConfig, swag_run.SwagConfig):
+    required = {name: "x" for name, field in cls.__dataclass_fields__.items()
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
+    assert cls(**{**required, "finetuning": ft}).features_dir == "out/features", cls
+    assert cls(**{**required, "finetuning": ft, "features_dir": "cache"}).features_dir == "cache", cls

@@ -329,3 +329,14 @@ def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrai
                   "(wide.json): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
                   "[17, 21]; pass the bert_config.json the checkpoint was trained with (probably "
                   "model/bert_config.json, beside it)"), line
+
+
+def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file(tmp_path, pretrained):
+  directory, vocab, bert_config = pretrained
+  other = dataclasses.replace(bert_config, intermediate_size=bert_config.intermediate_size + 2)
+  config = _config(tmp_path, (directory, vocab, other), write_mrpc(tmp_path / "MRPC"), do_train=True)
+  with pytest.raises(ValueError, match=r"does not match this encoder's BERT config \(--bert_config_file\): "
+                                       r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
+                                       r"needs \[18, 39\]"):
+    gf.run_classifier(config)
+  assert not os.path.exists(tmp_path / "features")

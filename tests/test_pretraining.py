@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -171,3 +172,99 @@ def test_a_full_disk_at_the_encoder_export_says_training_is_saved_and_what_to_fr
   assert message.endswith(f"training finished and is saved in {tmp_path / 'out' / 'checkpoints' / 'ckpt-2'}: "
                           "free space and rerun the same command, which only writes the encoder")
   assert not os.path.exists(tmp_path / "out" / ".lock")
+
+
+# -- Evaluation (google-research's --do_eval) ------------------------------------------------------------------
+
+
+def _log_softmax(logits):
+  logits = np.asarray(logits, np.float64)
+  shifted = logits - logits.max(-1, keepdims=True)
+  return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def _eval_features(rng, n):
+  mask = (np.arange(th.T)[None, :] < rng.integers(4, th.T + 1, n)[:, None]).astype(np.int32)
+  return {"input_ids": (rng.integers(5, th.VOCAB, (n, th.T)) * mask).astype(np.int32), "input_mask": mask,
+          "segment_ids": np.zeros((n, th.T), np.int32),
+          "masked_lm_positions": rng.integers(1, 4, (n, th.P)).astype(np.int32),
+          "masked_lm_ids": rng.integers(0, th.VOCAB, (n, th.P)).astype(np.int32),
+          # Not only 0 and 1: the accuracy and the loss must be weighted as google-research's metrics are.
+          "masked_lm_weights": rng.choice(np.array([0.0, 0.5, 1.0, 2.0], np.float32), (n, th.P)),
+          "next_sentence_labels": rng.integers(0, 2, (n, 1)).astype(np.int32)}
+
+
+@pytest.mark.parametrize("objective", ["bert", "no_nsp"])
+def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_batches(objective):
+  import keras
+
+  keras.utils.set_random_seed(3)
+  task = pretraining.PretrainingTask(_config("unused", no_nsp=objective == "no_nsp"))
+  model = task.build_model()
+  rng = np.random.default_rng(1)
+  features = _eval_features(rng, 11)  # batches of 3: 3, 3, 3, 2; max_steps=3 reads 9
+  # About half the labels the model's own predictions, so that the accuracies are neither 0 nor 1.
+  predicted = np.argmax(model(features, training=False)["mlm_logits"], -1)
+  features["masked_lm_ids"] = np.where(rng.random(predicted.shape) < 0.5, predicted,
+                                       features["masked_lm_ids"]).astype(np.int32)
+  dataset = tf.data.Dataset.from_tensor_slices(features).batch(3)
+  results = pretraining.Evaluator(task, model).evaluate(dataset, max_steps=3, step=7)
+
+  f = {k: v[:9] for k, v in features.items()}
+  outputs = model(f, training=False)
+  log_probs = _log_softmax(outputs["mlm_logits"])  # [9, P, V]
+  w = f["masked_lm_weights"].astype(np.float64)
+  mlm_loss = -np.take_along_axis(log_probs, f["masked_lm_ids"][..., None], -1)[..., 0]  # [9, P]
+  mlm_correct = log_probs.argmax(-1) == f["masked_lm_ids"]
+  expected = {"masked_lm_accuracy": (w * mlm_correct).sum() / w.sum(),
+              "masked_lm_loss": (w * mlm_loss).sum() / w.sum(), "global_step": 7}
+  batch_losses = [(w[b:b + 3] * mlm_loss[b:b + 3]).sum() / (w[b:b + 3].sum() + 1e-5) for b in (0, 3, 6)]
+  if objective == "bert":
+    nsp_log_probs = _log_softmax(outputs["nsp_logits"])
+    labels = f["next_sentence_labels"][:, 0]
+    nsp_loss = -nsp_log_probs[np.arange(9), labels]
+    expected.update(next_sentence_accuracy=np.mean(nsp_log_probs.argmax(-1) == labels),
+                    next_sentence_loss=nsp_loss.mean())
+    batch_losses = [loss + nsp_loss[b:b + 3].mean() for loss, b in zip(batch_losses, (0, 3, 6))]
+  expected["loss"] = np.mean(batch_losses)
+  assert results.keys() == expected.keys()
+  assert expected["masked_lm_accuracy"] != mlm_correct.mean()  # the weights matter on these features
+  for name in ("masked_lm_accuracy", "next_sentence_accuracy", "global_step"):  # ratios of exact sums
+    assert results.get(name) == expected.get(name), name
+  for name in ("masked_lm_loss", "next_sentence_loss", "loss"):
+    if name in expected:
+      np.testing.assert_allclose(results[name], expected[name], rtol=2e-6, err_msg=name)
+
+
+def test_left_to_right_evaluation_reports_next_token_accuracy_and_loss():
+  import keras
+
+  keras.utils.set_random_seed(4)
+  task = pretraining.PretrainingTask(_config("unused", left_to_right=True))
+  model = task.build_model()
+  features = {k: v for k, v in _eval_features(np.random.default_rng(2), 5).items()
+              if k in ("input_ids", "input_mask", "segment_ids")}
+  results = pretraining.Evaluator(task, model).evaluate(tf.data.Dataset.from_tensor_slices(features).batch(5),
+                                                        max_steps=100, step=0)
+  log_probs = _log_softmax(model(features, training=False)["lm_logits"])[:, :-1]  # position t predicts t+1
+  labels, w = features["input_ids"][:, 1:], features["input_mask"][:, 1:].astype(np.float64)
+  loss = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+  assert set(results) == {"next_token_accuracy", "next_token_loss", "loss", "global_step"}
+  assert results["next_token_accuracy"] == (w * (log_probs.argmax(-1) == labels)).sum() / w.sum()
+  np.testing.assert_allclose(results["next_token_loss"], (w * loss).sum() / w.sum(), rtol=2e-6)
+
+
+def test_eval_results_are_google_researchs_key_value_lines(tmp_path):
+  path = pretraining.write_eval_results(str(tmp_path), {"masked_lm_loss": 2.5, "global_step": 8,
+                                                        "masked_lm_accuracy": 0.125})
+  assert open(path).read() == "global_step = 8\nmasked_lm_accuracy = 0.125\nmasked_lm_loss = 2.5\n"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("max_eval_steps", 0, "--max_eval_steps=0: must be >= 1"),
+    ("eval_batch_size", 0, "--eval_batch_size=0: must be >= 1"),
+    ("eval_every_steps", -1, "--eval_every_steps=-1: must be >= 0"),
+    ("do_train", False, "nothing to do")])
+def test_bad_evaluation_flags_are_named(field, value, message):
+  with pytest.raises(ValueError, match=message):
+    _config("unused", **{field: value}).validate()

@@ -30,7 +30,7 @@ def test_a_lock_is_held_for_the_block_and_released(tmp_path, monkeypatch):
     assert str(refused.value).startswith(f"{tmp_path / 'out' / 'run'} is in use by another run (host "
                                          f"{socket.gethostname()}, pid {os.getpid()}, started ")
     assert f"If that run is dead, delete {tmp_path / 'out' / 'run' / '.lock'}" in str(refused.value)
-  assert os.listdir(tmp_path / "out" / "run") == []
+  assert not os.path.exists(tmp_path / "out")  # nothing written: the folders the lock made are gone
 
 
 def test_a_live_holder_on_this_host_refuses_and_a_dead_or_reused_pid_is_taken_over(tmp_path):
@@ -95,3 +95,18 @@ def test_remote_paths_go_through_gfile_with_a_heartbeat(monkeypatch):
     with pytest.raises(OutputDirInUse):
       run_lock.RunLock(directory).acquire()
   assert not tf.io.gfile.exists(directory + "/.lock")
+
+
+def test_a_run_that_writes_nothing_leaves_no_empty_output_dir(tmp_path):
+  with pytest.raises(ValueError):
+    with run_lock.RunLock(str(tmp_path / "out" / "mrpc")):
+      assert os.listdir(tmp_path / "out" / "mrpc") == [".lock"]
+      raise ValueError("bad flags")  # as a validation failure under the lock
+  assert os.listdir(tmp_path) == []  # out/ too: the lock made both
+  with run_lock.RunLock(str(tmp_path / "out" / "mrpc")):
+    (tmp_path / "out" / "mrpc" / "eval_results.txt").write_text("x")
+  assert os.listdir(tmp_path / "out" / "mrpc") == ["eval_results.txt"]
+  os.makedirs(tmp_path / "existing")
+  with run_lock.RunLock(str(tmp_path / "existing")):
+    pass
+  assert os.path.isdir(tmp_path / "existing")  # a folder the user made stays

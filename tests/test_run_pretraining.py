@@ -19,12 +19,16 @@ HELPER = os.path.join(th.REPO, "tests", "interrupted_run.py")
 FSIZE_BYTES = 8192  # below one checkpoint's data file (asserted), above everything else the run writes
 
 
-def _flags(out, data="data/records-*.tfrecord", config="bert_config.json"):
+# Evaluation during training and at the end: it must leave killed and resumed runs bit-identical.
+EVAL_FLAGS = ["--do_train", "--do_eval", "--eval_every_steps=4", "--max_eval_steps=2", "--eval_batch_size=5"]
+
+
+def _flags(out, data="data/records-*.tfrecord", config="bert_config.json", actions=tuple(EVAL_FLAGS)):
   # Relative paths, as users type them: the runs start in the test's directory.
   return [f"--input_file={data}", f"--output_dir={out}", f"--bert_config_file={config}",
           f"--max_seq_length={th.T}", f"--max_predictions_per_seq={th.P}", "--train_batch_size=6",
           f"--num_train_steps={STEPS}", "--num_warmup_steps=2", "--save_checkpoints_steps=3", "--steps_per_loop=1",
-          "--log_steps=2", "--distribution_strategy=one_device", "--deterministic", "--seed=5"]
+          "--log_steps=2", "--distribution_strategy=one_device", "--deterministic", "--seed=5", *actions]
 
 
 def _start(cwd, args, **env):
@@ -55,6 +59,9 @@ def _uninterrupted_then_disk_full(root) -> dict:
   """The uninterrupted run into whole/; then a run whose disk fills up at its second checkpoint, and its rerun,
   into diskfull/."""
   steps = {"whole": _finish(_start(root, [SCRIPT, *_flags("whole")]))}
+  steps["whole_eval_results"] = (root / "whole" / "eval_results.txt").read_text()
+  # google-research's evaluation alone, of the finished run's newest checkpoint.
+  steps["eval_only"] = _finish(_start(root, [SCRIPT, *_flags("whole", actions=EVAL_FLAGS[1:2] + EVAL_FLAGS[3:])]))
   steps["full"] = _finish(_start(root, [HELPER, *_flags("diskfull")], INTERRUPT_AT_STEP=4, INTERRUPT_SIGNAL="FSIZE",
                                  FSIZE_BYTES=FSIZE_BYTES))
   steps["full_checkpoints"] = sorted(os.listdir(root / "diskfull" / "checkpoints"))
@@ -105,7 +112,7 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
   assert "Sharding callback" not in output and "unsupported characters" not in output  # TensorFlow's INFO lines
   out = root / "whole"
   expected = {"bert_config.json", "pretraining_options.json", "checkpoints", "encoder_checkpoint",
-              "encoder_savedmodel", "train"}
+              "encoder_savedmodel", "train", "eval", "eval_results.txt"}
   assert set(os.listdir(out)) == expected  # the lock is gone with the run, no temporaries
   latest = tf.train.latest_checkpoint(str(out / "checkpoints"))
   assert latest.endswith(f"ckpt-{STEPS}")
@@ -117,6 +124,23 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
     for event in tf.compat.v1.train.summary_iterator(event_file):
       tags |= {v.tag for v in event.summary.value}
   assert {"loss", "mlm_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "sequences_per_second"} <= tags
+
+  assert "eval at step 4  loss " in output and "eval at step 8  loss " in output and "masked_lm_accuracy " in output
+  results = dict(line.split(" = ") for line in steps["whole_eval_results"].splitlines())
+  assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                           "next_sentence_loss"] and results["global_step"] == str(STEPS)
+  assert all(0 <= float(results[name]) <= 1 for name in ("masked_lm_accuracy", "next_sentence_accuracy"))
+  eval_steps = {}
+  for event_file in tf.io.gfile.glob(str(out / "eval" / "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(event_file):
+      for value in event.summary.value:
+        eval_steps.setdefault(value.tag, set()).add(event.step)
+  assert eval_steps["masked_lm_accuracy"] == {4, STEPS} and eval_steps["next_sentence_loss"] == {4, STEPS}
+  # --do_eval alone evaluates the newest checkpoint: the very numbers of the evaluation at the end of training.
+  rc, output = steps["eval_only"]
+  assert rc == 0, output[-3000:]
+  assert f"evaluating {out / 'checkpoints' / f'ckpt-{STEPS}'}" in output and "step 1/" not in output
+  assert (out / "eval_results.txt").read_text() == steps["whole_eval_results"]
 
   from bert_tf.training import handoff
 

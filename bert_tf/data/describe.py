@@ -37,6 +37,26 @@ def decode_instance(features: Mapping[str, np.ndarray], inv_vocab: Mapping[int, 
   return "\n".join(lines)
 
 
+def check_vocabulary(files: Sequence[str], vocab: Mapping[str, int], vocab_file: str) -> None:
+  """Raises ValueError when the records of `files` cannot have been made with `vocab` (read from `vocab_file`):
+  a token id past its size (among the records `records.check_record_files` samples), or a first record that
+  does not start with its [CLS], as every pretraining instance does. Decoded with another vocabulary, records
+  print as plausible nonsense ("[unused112] ...")."""
+  fix = "pass the vocabulary the records were made with"
+  infos = records.check_record_files(files)
+  worst = max(infos, key=lambda info: info.max_token_id)
+  if worst.max_token_id >= len(vocab):
+    raise ValueError(f"{worst.path}: records hold token id {worst.max_token_id} but --vocab_file={vocab_file} has "
+                     f"{len(vocab)} tokens; {fix}")
+  first = next(iter_parsed(files[:1]), None)
+  if first is not None and first["input_mask"][0]:
+    cls_id = vocab.get("[CLS]")
+    token = {i: t for t, i in vocab.items()}.get(int(first["input_ids"][0]))
+    if int(first["input_ids"][0]) != cls_id:
+      raise ValueError(f"{files[0]}: the first record starts with id {int(first['input_ids'][0])}, which is "
+                       f"{token!r} in --vocab_file={vocab_file}, not [CLS] (id {cls_id}); {fix}")
+
+
 def iter_parsed(files: Sequence[str]) -> Iterator[dict]:
   """Parsed records of `files` as dicts of numpy arrays; the record shape is read from the first file."""
   max_seq_length, max_predictions, dynamic = records.infer_record_shape(files[0])

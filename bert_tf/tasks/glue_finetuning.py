@@ -49,7 +49,7 @@ class ClassifierConfig(finetuning.TaskRunConfig):
   do_eval: bool = False
   do_predict: bool = False
   max_seq_length: int = 128
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
   learning_rates: tuple[float, ...] = ()  # the paper's selection protocol: try each ...
@@ -220,7 +220,8 @@ def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strateg
       info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
       is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
   start = time.perf_counter()
-  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}")
+  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}",
+                               num_examples=info.num_examples)
   return examples, outputs, time.perf_counter() - start
 
 
@@ -378,6 +379,7 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
 
   task, inputs = task_and_inputs(config, say)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   if not config.searching:

@@ -72,7 +72,7 @@ class NerConfig(finetuning.TaskRunConfig):
   tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES
   label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES
   document_context: bool = False  # the paper's maximal document context, else one sentence a window
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   export_dir: str | None = None
   model_name: str | None = None
@@ -274,7 +274,7 @@ def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, .
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
   ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
-                           description=f"predicting {conll.path}")  # [N, T]
+                           description=f"predicting {conll.path}", num_examples=len(windows))  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
                      "have it written again")
@@ -328,6 +328,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     _check_trained_mode(config, settings)
   inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)

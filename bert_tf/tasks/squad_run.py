@@ -68,7 +68,7 @@ class SquadConfig(finetuning.TaskRunConfig):
   max_seq_length: int = squad.MAX_SEQ_LENGTH
   doc_stride: int = squad.DOC_STRIDE
   max_query_length: int = squad.MAX_QUERY_LENGTH
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
   export_dir: str | None = None  # new: a SavedModel answering raw questions, <export_dir>/<model_name>/<version>/
@@ -259,7 +259,8 @@ def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, thr
       config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
       length_multiple=config.length_multiple)
   logits = finetuning.predict(sf.squad_predictions(model, config.max_seq_length), dataset, strategy,
-                              description=f"predicting {config.predict_file}")  # [N, 2, T]
+                              description=f"predicting {config.predict_file}",
+                              num_examples=len(windows))  # [N, 2, T]
   if len(logits) != len(windows):
     raise ValueError(f"{info.path}: {len(logits)} windows predicted, {len(windows)} expected; remove the file "
                      "to have it written again")
@@ -305,6 +306,7 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
   config.validate()
   inputs = read_inputs(config, say)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)

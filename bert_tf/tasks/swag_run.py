@@ -61,7 +61,7 @@ class SwagConfig(finetuning.TaskRunConfig):
   do_eval: bool = False
   do_predict: bool = False
   max_seq_length: int = 128
-  features_dir: str = "tfrecords"
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
   export_dir: str | None = None  # also export the model for TF Serving (swag_serving) at the end
@@ -181,7 +181,8 @@ def predict_logits(model, config: SwagConfig, split: str, result: swag.SwagReadR
   dataset = sf.swag_dataset(info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length,
                             is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                             length_multiple=config.length_multiple)
-  logits = finetuning.predict(model, dataset, strategy, description=f"SWAG {split}")
+  logits = finetuning.predict(model, dataset, strategy, description=f"SWAG {split}",
+                              num_examples=len(result.examples))
   if len(logits) != len(result.examples):
     raise ValueError(f"{info.path}: {len(logits)} examples predicted, {len(result.examples)} expected; remove the "
                      "file to have it written again")
@@ -228,6 +229,7 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
   config.validate()
   inputs = read_inputs(config)
   strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)

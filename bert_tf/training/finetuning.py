@@ -106,6 +106,10 @@ class TaskRunConfig:
   """What every task's run configuration (GLUE's ClassifierConfig, SQuAD's SquadConfig) derives alike from its
   `finetuning` (a FinetuningConfig), `bert_config_file` and `dynamic_padding` fields."""
 
+  def __post_init__(self):
+    if self.features_dir is None:  # features/ beside the output directory, shared by the runs made there
+      self.features_dir = default_features_dir(self.finetuning.output_dir)
+
   @property
   def config_source(self) -> str | None:
     """The bert_config.json the BERT config came from, when known (for messages)."""
@@ -121,6 +125,12 @@ class TaskRunConfig:
   def length_multiple(self) -> int:
     return 8 if self.finetuning.jit_compile else 1  # fewer shapes for XLA to compile
 
+  def check_init_checkpoint(self) -> None:
+    """With --do_train and --init_checkpoint: the checkpoint fits the BERT config (`check_init_checkpoint`).
+    Every task's run calls it once its strategy exists, before it writes features."""
+    if self.do_train and self.finetuning.init_checkpoint:
+      check_init_checkpoint(self.finetuning.init_checkpoint, self.finetuning.bert_config, self.config_source)
+
   def check_length_and_vocab(self) -> None:
     """--max_seq_length within the BERT config's positions, and --vocab_file present and fitting the config:
     the checks every task's `validate` makes (ValueError / FileNotFoundError naming the flag)."""
@@ -131,6 +141,13 @@ class TaskRunConfig:
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
     handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+
+
+def default_features_dir(output_dir: str) -> str:
+  """Where fine-tuning caches its feature files without --features_dir: features/ beside --output_dir, so
+  --output_dir=out/mrpc caches under out/features/ with everything else under out/, and the runs beside it
+  (out/mrpc_base, out/squad) reuse the files (their names hash all that makes them)."""
+  return fileio.sibling(output_dir, "features")
 
 
 # -- The pretrained encoder -----------------------------------------------------------------------------------
@@ -182,6 +199,28 @@ def init_encoder(encoder, path: str, config_source: str | None = None, model=Non
       return f"{path} (encoder and task head)"
     logging.info("%s: the encoder only, not the task head: %s", path, problem)
   return restored
+
+
+def check_init_checkpoint(path: str, bert_config: BertConfig, config_source: str | None = None) -> None:
+  """Raises ValueError (the message `init_encoder` gives) when the weights at `path` do not fit `bert_config`:
+  run before any feature file is written, so that a wrong --init_checkpoint or --bert_config_file fails in
+  seconds. Reads shapes only from bert_tf's own checkpoints; other forms are converted as training will.
+  Needs TensorFlow's devices (under MultiWorkerMirroredStrategy, call it after the strategy is made)."""
+  from bert_tf.model.encoder import BertEncoder
+
+  with tf.device("/cpu:0"):  # a float32 copy that only its shapes are asked of
+    encoder = BertEncoder(bert_config, dtype="float32")
+    try:
+      prefix = handoff.resolve_checkpoint(path)
+    except FileNotFoundError:
+      prefix = None
+    if prefix is not None and any(name.startswith("encoder/") for name, _ in tf.train.list_variables(prefix)):
+      problem = handoff.object_checkpoint_mismatch(encoder, prefix)
+      if problem:
+        raise ValueError(handoff.mismatch_message(
+            prefix, problem, config_source or handoff.describe_config(bert_config, path), path))
+      return
+    init_encoder(encoder, path, config_source)
 
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
@@ -285,14 +324,16 @@ def eval_batch_size_for(batch_size: int, strategy: tf.distribute.Strategy) -> in
 
 
 def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, description: str = "predicting",
-            progress_seconds: float = 10.0) -> np.ndarray:
+            progress_seconds: float = 10.0, num_examples: int | None = None) -> np.ndarray:
   """Runs `model(features, training=False)` over every batch of `dataset` -> float32 outputs of the real
   examples, in order: [N, ...].
 
   Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
   `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
   ends with all the predictions. A progress line (`description`, batches done, examples/s, ETA) shows after the
-  first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s.
+  first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s. The total and
+  ETA need the number of batches: the dataset's cardinality, unknown for TFRecord files, else `num_examples`
+  (the real examples) over the size of the first batch (every batch is padded to it).
   """
   local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
 
@@ -317,6 +358,8 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   for batch in dataset:
     outputs.append(np.concatenate([o.numpy() for o in step(batch)], axis=0))
     real.append(batch["is_real_example"].numpy().astype(bool))
+    if batches < 0 and num_examples:
+      batches = -(-num_examples // len(real[0]))
     now = time.perf_counter()
     if len(outputs) == 1 or now - last_line >= progress_seconds:
       _progress(description, len(outputs), batches, int(sum(r.sum() for r in real)), now - start)

@@ -5,6 +5,10 @@ The loss is google-research's: sum(w * masked-LM cross-entropy) / (sum(w) + 1e-5
 over the global batch. The paper's ablations (Table 5) are options: `no_nsp` drops the NSP head and term;
 `left_to_right` trains a left-to-right LM (causal attention, next-token loss over every real position
 sum(w * cross-entropy) / (sum(w) + 1e-5), no NSP) on unmasked records.
+
+Evaluation is google-research's `--do_eval`: the masked-LM accuracy and loss weighted by masked_lm_weights, the
+next-sentence accuracy and loss, over up to `max_eval_steps` batches of `eval_batch_size` held-out records,
+written to <output_dir>/eval_results.txt; `eval_every_steps` also evaluates during training.
 """
 
 from __future__ import annotations
@@ -68,6 +72,14 @@ class PretrainingConfig:
   # next-token cross-entropy, there is no NSP; reads unmasked records (create_pretraining_data.py
   # --dynamic_masking) as they are.
   left_to_right: bool = False
+  # google-research's --do_train / --do_eval; evaluation reads eval_input_file (default: input_file, as
+  # google-research's), one pass in file order, at most max_eval_steps batches of eval_batch_size.
+  do_train: bool = True
+  do_eval: bool = False
+  eval_input_file: str | None = None
+  eval_batch_size: int = 8
+  max_eval_steps: int = 100
+  eval_every_steps: int = 0  # also evaluate every this many steps during training (0: never)
 
   def validate(self) -> None:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
@@ -80,6 +92,14 @@ class PretrainingConfig:
     if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
       raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be in [1, "
                        f"--max_seq_length={self.max_seq_length}]")
+    if not (self.do_train or self.do_eval):
+      raise ValueError("--do_train=false and no --do_eval: nothing to do; pass --do_train and/or --do_eval")
+    for name in ("eval_batch_size", "max_eval_steps"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
+    if self.eval_every_steps < 0:
+      raise ValueError(f"--eval_every_steps={self.eval_every_steps}: must be >= 0 (0: no evaluation during "
+                       "training)")
     if self.num_train_steps < 1:
       raise ValueError(f"--num_train_steps={self.num_train_steps}: must be >= 1")
     if not 0 <= self.num_warmup_steps <= self.num_train_steps:
@@ -122,6 +142,11 @@ class PretrainingConfig:
       return dataclasses.replace(self.bert_config, causal_attention=True)
     return self.bert_config
 
+  @property
+  def eval_input(self) -> str:
+    """The evaluation records: eval_input_file, else the training records (google-research's default)."""
+    return self.eval_input_file or self.input_file
+
   def bert_config_source(self) -> str:
     """The config's file for messages, or the flag's name when the config was built in code."""
     return self.bert_config_file or "--bert_config_file"
@@ -153,6 +178,14 @@ class PretrainingTask(trainer.Task):
     c = self.config
     return inputs.pretraining_dataset(c.input_file, batch_size, c.max_seq_length, c.max_predictions_per_seq,
                                       input_context=input_context, seed=c.seed, masking=self.masking,
+                                      unmasked=c.left_to_right)
+
+  def build_eval_dataset(self) -> tf.data.Dataset:
+    """The evaluation batches: eval_input, one pass in file order, eval_batch_size records each (the last
+    batch may be short); dynamic masking masks them the same way at every evaluation."""
+    c = self.config
+    return inputs.pretraining_dataset(c.eval_input, c.eval_batch_size, c.max_seq_length, c.max_predictions_per_seq,
+                                      is_training=False, seed=c.seed, masking=self.masking,
                                       unmasked=c.left_to_right)
 
   def normalizers(self, features):
@@ -213,9 +246,104 @@ class PretrainingTask(trainer.Task):
     return first_line(error)
 
 
-def check_records(config: PretrainingConfig) -> None:
-  """Every input file must be whole TFRecords of the pretraining schema, of the shape the flags say, with token
-  ids below the config's vocab_size; raises ValueError naming the file and the fix.
+# The training metrics' names (PretrainingTask.metrics) -> the names of eval_results.txt: google-research's for
+# the masked LM and next sentence; next_token_* for the left-to-right LM's next-token predictions.
+EVAL_NAMES = {"mlm_accuracy": "masked_lm_accuracy", "mlm_loss": "masked_lm_loss",
+              "nsp_accuracy": "next_sentence_accuracy", "nsp_loss": "next_sentence_loss",
+              "lm_accuracy": "next_token_accuracy", "lm_loss": "next_token_loss"}
+EVAL_RESULTS_NAME = "eval_results.txt"  # in output_dir, google-research's `key = value` lines
+EVAL_SUMMARY_DIR = "eval"  # TensorBoard, beside train/
+
+
+class Evaluator:
+  """Evaluates a pretraining model on the task's evaluation batches, as google-research's `--do_eval` does.
+
+  Every metric is one ratio over all evaluated batches: masked_lm_accuracy = sum(w * correct) / sum(w) and
+  masked_lm_loss = sum(w * cross-entropy) / sum(w) with w = masked_lm_weights (so padding slots count for
+  nothing), next_sentence_* over the examples (`PretrainingTask.metrics`); `loss` is the training loss averaged
+  over the batches (the Estimator's `loss`). It reads its own dataset and runs the model with training=False:
+  neither the training input iterator nor any random state (dropout seeds) moves, so evaluating during
+  training leaves the training run, and a kill and resume of it, bit for bit unchanged.
+  """
+
+  def __init__(self, task: PretrainingTask, model: keras.Model, output_dir: str | None = None):
+    self.task, self.model = task, model
+    self.output_dir = output_dir  # where eval summaries go; None: none written
+    self._batch_fn = tf.function(self._batch, reduce_retracing=True)  # the last batch may be short
+    self._writer = None
+
+  def _batch(self, features):
+    outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), self.model(features, training=False))
+    terms = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_terms(features, outputs).items()}
+    normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.normalizers(features).items()}
+    return dict(terms, **normalizers, loss=self.task.loss(terms, normalizers))
+
+  def evaluate(self, dataset: tf.data.Dataset, max_steps: int, step: int) -> dict[str, float]:
+    """Up to `max_steps` batches of `dataset` -> the results eval_results.txt holds, `global_step` = step."""
+    sums: dict[str, float] = {}
+    losses = []
+    for features in dataset.take(max_steps):
+      values = {k: float(v) for k, v in self._batch_fn(features).items()}
+      losses.append(values.pop("loss"))
+      sums = {k: sums.get(k, 0.0) + v for k, v in values.items()}
+    if not losses:
+      raise ValueError(f"--eval_input_file={self.task.config.eval_input}: no records to evaluate")
+    results = {EVAL_NAMES[k]: v for k, v in self.task.metrics(sums).items()}
+    return {**results, "loss": sum(losses) / len(losses), "global_step": step}
+
+  def run(self, step: int) -> dict[str, float]:
+    """Evaluates `max_eval_steps` batches of the evaluation records at training step `step`; logs the results
+    and, with an output_dir, writes them to TensorBoard under <output_dir>/eval."""
+    results = self.evaluate(self.task.build_eval_dataset(), self.task.config.max_eval_steps, step)
+    logging.info("eval at step %d  %s", step, "  ".join(f"{k} {results[k]:.4g}" for k in sorted(results)
+                                                          if k != "global_step"))
+    if self.output_dir is not None:
+      if self._writer is None:
+        self._writer = tf.summary.create_file_writer(os.path.join(self.output_dir, EVAL_SUMMARY_DIR))
+      with self._writer.as_default(step=step):
+        for name, value in results.items():
+          if name != "global_step":
+            tf.summary.scalar(name, value)
+      self._writer.flush()
+    return results
+
+
+def write_eval_results(output_dir: str, results: dict[str, float]) -> str:
+  """Writes <output_dir>/eval_results.txt as google-research does (`key = value`, sorted by key), whole or not at
+  all; returns its path."""
+  from bert_tf import fileio
+
+  path = os.path.join(output_dir, EVAL_RESULTS_NAME)
+  fileio.write_text_atomic(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
+  return path
+
+
+def _evaluating(trainer_cls):
+  """`trainer_cls` that also evaluates every `eval_every_steps` steps (on the chief), its host loops ending on
+  those steps. A final --do_eval evaluates the last step, so it is not evaluated twice."""
+
+  class EvaluatingTrainer(trainer_cls):
+
+    def _extra_boundaries(self, step):
+      every = self.task.config.eval_every_steps
+      return [*super()._extra_boundaries(step), (step // every + 1) * every]
+
+    def _after_loop(self, step):
+      config = self.task.config
+      if self.chief and step % config.eval_every_steps == 0 and not (
+          config.do_eval and step == config.num_train_steps):
+        if getattr(self, "evaluator", None) is None:
+          self.evaluator = Evaluator(self.task, self.model, self.output_dir)
+        self.evaluator.run(step)
+      super()._after_loop(step)
+
+  return EvaluatingTrainer
+
+
+def check_records(config: PretrainingConfig, input_file: str | None = None) -> None:
+  """Every input file (of `input_file`, default config.input_file) must be whole TFRecords of the pretraining
+  schema, of the shape the flags say, with token ids below the config's vocab_size; raises ValueError naming the
+  file and the fix.
 
   Cheap on large inputs: reads each file's record headers and its first records' data
   (`records.check_record_files`), not every record.
@@ -223,7 +351,7 @@ def check_records(config: PretrainingConfig) -> None:
   from bert_tf import fileio
   from bert_tf.data import records
 
-  infos = records.check_record_files(fileio.expand_globs(config.input_file))
+  infos = records.check_record_files(fileio.expand_globs(input_file or config.input_file))
   first = infos[0].path  # All files share one shape.
   seq, predictions, dynamic = infos[0].shape
   source = config.bert_config_source()
@@ -266,10 +394,18 @@ def check_records(config: PretrainingConfig) -> None:
 
 def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy | None = None,
                     trainer_cls=trainer.Trainer) -> trainer.TrainResult:
-  """Pretrains, resuming from `<output_dir>/checkpoints` when there is one; at the end writes the encoder
-  hand-off (handoff.py) under output_dir. Returns the trainer's result (`interrupted` after a SIGTERM)."""
+  """With do_train, pretrains, resuming from `<output_dir>/checkpoints` when there is one, and at the end writes
+  the encoder hand-off (handoff.py) under output_dir; with do_eval, then evaluates (without do_train: the newest
+  checkpoint there) and writes <output_dir>/eval_results.txt. Returns the trainer's result (`interrupted` after
+  a SIGTERM), whose metrics include the evaluation's results (`Evaluator`) with do_eval."""
   config.validate()
-  check_records(config)
+  checked = []
+  if config.do_train:
+    checked.append(config.input_file)
+  if config.do_eval or (config.do_train and config.eval_every_steps):
+    checked.append(config.eval_input)
+  for input_file in dict.fromkeys(checked):
+    check_records(config, input_file)
   masking = None
   if config.dynamic_masking:
     masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file, whole_word_mask=config.do_whole_word_mask,
@@ -279,6 +415,8 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
       raise ValueError(f"--vocab_file has {masking.vocab_size} tokens but --bert_config_file says vocab_size="
                        f"{config.bert_config.vocab_size}")
   keras.utils.set_random_seed(config.seed)
+  if not config.do_train:
+    return _evaluate_latest(config, masking)
   if strategy is None:
     strategy = distribute.get_strategy(config.distribution_strategy, config.num_gpus, config.tpu_name,
                                        config.tpu_zone, config.gcp_project)
@@ -353,6 +491,8 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
   check_resume_options(config)
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
+  if config.eval_every_steps:
+    trainer_cls = _evaluating(trainer_cls)
   run = trainer_cls(
       task, strategy,
       lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps,
@@ -381,4 +521,31 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
                      f"{first_line(e)[:200]}): it needs about {needed / 2**20:.1f} MiB free; "
                      f"training finished and is saved in {run.checkpointer.latest()}: free space and rerun the "
                      "same command, which only writes the encoder") from None
+  if config.do_eval and not result.interrupted and distribute.is_chief(strategy):
+    evaluator = getattr(run, "evaluator", None) or Evaluator(task, run.model, run.output_dir)
+    results = evaluator.run(result.step)
+    logging.info("wrote %s", write_eval_results(config.output_dir, results))
+    result = dataclasses.replace(result, metrics={**result.metrics, **results})
   return result
+
+
+def _evaluate_latest(config: PretrainingConfig, masking) -> trainer.TrainResult:
+  """--do_eval without --do_train: evaluates the newest checkpoint in <output_dir>/checkpoints (google-research
+  evaluates its output_dir's newest) and writes eval_results.txt. Takes no run lock: a training run may go on
+  in the same directory."""
+  from bert_tf import fileio
+
+  directory = fileio.absolute(os.path.join(config.output_dir, "checkpoints"))
+  latest = tf.train.latest_checkpoint(directory)
+  if latest is None:
+    raise ValueError(f"--do_eval without --do_train: {directory} holds no checkpoint to evaluate; add --do_train, "
+                     "or pass the --output_dir of a pretraining run")
+  check_resume_options(config)
+  task = PretrainingTask(config, masking)
+  model = task.build_model()
+  step = tf.Variable(0, dtype=tf.int64, trainable=False)
+  tf.train.Checkpoint(model=model, step=step).restore(latest).expect_partial().assert_existing_objects_matched()
+  logging.info("evaluating %s", latest)
+  results = Evaluator(task, model, fileio.absolute(config.output_dir)).run(int(step.numpy()))
+  logging.info("wrote %s", write_eval_results(config.output_dir, results))
+  return trainer.TrainResult(int(step.numpy()), results, interrupted=False)

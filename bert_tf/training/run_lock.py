@@ -77,6 +77,15 @@ def is_chief_from_env() -> bool:
   return task_type == "worker" and index == 0 and not has_chief
 
 
+def _first_missing(folder: str) -> str | None:
+  """The outermost folder on the way to local `folder` that does not exist yet (None if all do, or remote)."""
+  if fileio.is_remote(folder) or os.path.isdir(folder):
+    return None
+  while not os.path.isdir(os.path.dirname(folder)):
+    folder = os.path.dirname(folder)
+  return folder
+
+
 class RunLock:
   """`with RunLock(output_dir):` holds `<output_dir>/.lock` for the block; raises OutputDirInUse if a live run
   holds it. Reentrant within a process is not needed: one script takes one lock."""
@@ -87,6 +96,7 @@ class RunLock:
     self._record: dict | None = None
     self._stop = threading.Event()
     self._thread: threading.Thread | None = None
+    self._created: str | None = None  # the top folder acquire() made, removed again by release() if left empty
 
   # -- Reading the holder --------------------------------------------------------------------------------
 
@@ -132,6 +142,7 @@ class RunLock:
   def acquire(self) -> None:
     if not self.enabled:
       return
+    self._created = _first_missing(os.path.dirname(self.path))
     fileio.makedirs_for(self.path)
     for _ in range(3):
       record = self.holder()
@@ -182,6 +193,15 @@ class RunLock:
     except Exception as e:  # pylint: disable=broad-except
       logging.warning("could not remove the lock %s: %s", self.path, e)
     self._record = None
+    # A run that failed before writing anything (bad flags or input) leaves no empty --output_dir behind.
+    folder = os.path.dirname(self.path)
+    while self._created and folder.startswith(self._created):
+      try:
+        os.rmdir(folder)  # only when empty
+      except OSError:
+        break
+      folder = os.path.dirname(folder)
+    self._created = None
 
   def __enter__(self):
     self.acquire()

@@ -358,7 +358,8 @@ class Trainer:
       while step < cfg.num_train_steps and not (evaluator is not None and evaluator.stopped_early):
         boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
                       (step // cfg.log_steps + 1) * cfg.log_steps,
-                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
+                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps,
+                      *self._extra_boundaries(step)]
         if evaluator is not None:  # evaluations fall on loop ends, whatever the loop sizes
           every = evaluator.evaluation.every_steps
           boundaries.append((step // every + 1) * every)
@@ -432,6 +433,10 @@ class Trainer:
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached; a hook for tests and subclasses."""
+
+  def _extra_boundaries(self, step: int) -> list[int]:
+    """Further steps after `step` that a host loop must end on (for a subclass's `_after_loop`); none here."""
+    return []
 
 
 def _duration(seconds: float) -> str:
