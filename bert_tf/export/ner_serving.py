@@ -127,7 +127,9 @@ class NerServer(tf.Module):
     text_start = tf.cumsum(text_pieces, exclusive=True)  # [B]
 
     # Centres: ner._centres, greedily over each text's words (a scan over the word axis, all texts at once).
-    lengths = tf.RaggedTensor.from_row_lengths(length, words_per_text).to_tensor()  # [B, W]
+    # One zero column more ([B, W + 1]): the scan needs a step even when no text of the batch has a word.
+    lengths = tf.RaggedTensor.from_row_lengths(length, words_per_text).to_tensor()
+    lengths = tf.concat([lengths, tf.zeros([batch, 1], tf.int64)], axis=1)
 
     def step(state, n):
       used, centre = state
