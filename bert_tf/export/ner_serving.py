@@ -250,6 +250,7 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
   from bert_tf.tasks import ner_run
 
   serving.check_name_and_version(model_name, version)
+  serving.check_export_dir(export_dir, model_name)
   if not ner_run.is_model_dir(model_dir):
     raise FileNotFoundError(f"{model_dir}: no {ner_run.SETTINGS_NAME}; give a folder written by run_ner.py "
                             f"(<output_dir>/{ner_run.MODEL_DIR})")

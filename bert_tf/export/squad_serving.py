@@ -330,6 +330,7 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   from bert_tf.tasks import squad_run
 
   serving.check_name_and_version(model_name, version)
+  serving.check_export_dir(export_dir, model_name)
   settings = dict(squad_run.read_settings(model_dir))
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)
