@@ -349,3 +349,17 @@ def test_script_run_shows_no_tensorflow_start_up_noise(tiny_pretrainer, tmp_path
   assert "wrote ours/encoder/ckpt-1" in result.stderr
   noise = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog", "Sharding callback")
   assert not [word for word in noise if word in result.stderr], result.stderr
+
+
+def test_a_truncated_safetensors_file_or_a_bad_config_json_is_named(tmp_path):
+  header = json.dumps({"embeddings.word_embeddings.weight": {"dtype": "F32", "shape": [2, 3],
+                                                             "data_offsets": [0, 24]}}).encode()
+  (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 10)
+  with pytest.raises(ValueError, match=f"^{tmp_path / 'model.safetensors'}: tensor embeddings.word_embeddings.weight "
+                     f"ends at byte {8 + len(header) + 24} but the file has {8 + len(header) + 10}; the file is "
+                     "truncated"):
+    convert.read_safetensors(str(tmp_path / "model.safetensors"))
+  for text, error in (('{"model_type": "bert", "hidden', "not a JSON config"), ("[1, 2]", "a JSON list, not an object")):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'config.json'}: {error}"):
+      convert.load_hf(str(tmp_path))

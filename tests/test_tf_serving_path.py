@@ -328,3 +328,17 @@ def test_edge_requests_are_answered_or_refused_by_both_loaders(checked):
 
     assert _decoded(swag[0]["probabilities"]).shape == (2, 4)
     assert _decoded(swag[1]["probabilities"]).shape == (0, 4)
+
+
+def test_predict_answers_an_empty_context_and_refuses_bad_input_in_one_line(exports):
+  """scripts/predict.py --saved_model_dir runs `requests.run_local`: a context of nothing is answered with no
+  answer, and the model's own refusals are one line (cli prints `error: ...`), not a traceback."""
+  from bert_tf.export import requests
+
+  (row,) = requests.run_local(exports["squad"], [{"question": "Who sat?", "context": ""}])
+  assert row == {"answer": "", "start_char": -1, "end_char": -1, "score": 0.0,
+                 "null_score_diff": pytest.approx(squad_serving.NO_SPAN_NULL_DIFF)}
+  with pytest.raises(ValueError, match=r"^the model refused the examples: question must be valid UTF-8$"):
+    requests.run_local(exports["squad"], [{"question": BAD_UTF8, "context": "the dog"}])
+  with pytest.raises(ValueError, match=r"^the model refused the examples: text must be valid UTF-8$"):
+    requests.run_local(exports["ner"], [{"text": BAD_UTF8}])

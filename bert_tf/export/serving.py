@@ -46,6 +46,7 @@ with SAVED_MODEL_CLI_WITH_TF_TEXT below (tests/test_serving.py runs exactly this
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -335,13 +336,16 @@ def write_warmup_requests(path: str, model_name: str, instances: Sequence[Mappin
 # -- The manifest ---------------------------------------------------------------------------------------------
 
 # Run with `python -I` (no PYTHONPATH, no current directory): a process in which only TensorFlow itself has
-# registered ops, so whatever it does not know is an op that the server must link in separately.
+# registered ops, so whatever it does not know is an op that the server must link in separately. It prints
+# every op it has registered.
 _CORE_OP_CHECK = """
-import json, sys
+import json
 import tensorflow
-from tensorflow.python.framework import op_def_registry
-names = json.load(sys.stdin)
-print(json.dumps([name for name in names if op_def_registry.get(name) is None]))
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session
+ops = op_def_pb2.OpList()
+ops.ParseFromString(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
+print(json.dumps(sorted(op.name for op in ops.op)))
 """
 
 
@@ -364,14 +368,21 @@ def saved_model_op_types(saved_model_dir: str) -> set[str]:
   return ops
 
 
+@functools.lru_cache(maxsize=None)
+def core_op_types() -> frozenset[str]:
+  """Every op type that a Python process importing only `tensorflow` (not tensorflow_text) registers; asked once
+  per process (a TensorFlow start-up, seconds)."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], capture_output=True, text=True, env=env,
+                          timeout=600)
+  if result.returncode != 0:
+    raise RuntimeError(f"listing core TensorFlow's op types failed:\n{result.stderr[-3000:]}")
+  return frozenset(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
 def ops_missing_from_core(op_types: Sequence[str]) -> list[str]:
   """The op types that a Python process importing only `tensorflow` (not tensorflow_text) has not registered."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], input=json.dumps(sorted(op_types)),
-                          capture_output=True, text=True, env=env, timeout=600)
-  if result.returncode != 0:
-    raise RuntimeError(f"checking op types against core TensorFlow failed:\n{result.stderr[-3000:]}")
-  return sorted(json.loads(result.stdout.strip().splitlines()[-1]))
+  return sorted(set(op_types) - core_op_types())
 
 
 def _signature_summary(saved_model_dir: str) -> dict[str, Any]:
