@@ -400,11 +400,11 @@ def restore_task_model(model, directory: str, written_by: str) -> None:
   "run_squad.py (<output_dir>/squad_model/)"), the tool that writes a matching one."""
   config_path = os.path.join(directory, CONFIG_NAME)
   prefix = os.path.join(directory, TASK_MODEL_PREFIX)
-  problem = object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not belong "
-                     f"together: use a folder written by {written_by}")
   try:
+    problem = object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+    if problem:
+      raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not "
+                       f"belong together: use a folder written by {written_by}")
     tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
   except (IndexError, tf.errors.OpError) as e:
     # A truncated model.data-* reads as "Read less bytes than requested" (IndexError) or a DataLossError.
