@@ -185,6 +185,8 @@ def test_good_flags_pass_and_reach_beam():
   options = "--direct_num_workers 3 --direct_running_mode=multi_threading --job_name='bert tf'"
   beam_pipeline.check_beam_flags("DirectRunner", options)
   beam_pipeline.check_beam_flags("DataflowRunner", "--project=p", "gs://bucket/tmp")
+  beam_pipeline.check_beam_flags("PortableRunner", "--job_endpoint=h:8099 --my_runners_option=3", "/shared/tmp",
+                                 allowed_unknown="my_runners_option")
   parsed = beam_pipeline.pipeline_options("DirectRunner", options).get_all_options()
   assert (parsed["runner"], parsed["direct_num_workers"], parsed["direct_running_mode"], parsed["job_name"]) == (
       "DirectRunner", 3, "multi_threading", "bert tf")

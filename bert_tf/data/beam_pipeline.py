@@ -73,8 +73,11 @@ def import_beam():
   return apache_beam
 
 
-def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: str | None = None) -> None:
-  """Validates the scripts' Beam flags before anything is read; imports apache_beam when a runner is named."""
+def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: str | None = None,
+                     allowed_unknown: str = "") -> None:
+  """Validates the scripts' Beam flags before anything is read; imports apache_beam when a runner is named.
+  `allowed_unknown` (--beam_allowed_unknown_options): comma-separated option names that Beam's Python SDK does
+  not define but the runner takes (a portable runner passes them on); any other unknown option is refused."""
   if runner is None:
     if pipeline_options or temp_dir:
       raise ValueError("--beam_pipeline_options and --beam_temp_dir need --beam_runner (e.g. "
@@ -98,11 +101,13 @@ def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: s
     raise ValueError(f"--beam_runner={runner} needs --beam_temp_dir: a directory the launching machine and every "
                      "worker can read and write (gs://bucket/tmp on Dataflow, a shared file system on a cluster)")
   import_beam()
-  unknown = unknown_pipeline_options(runner, pipeline_options)
+  allowed = {f"--{name.strip().lstrip('-')}" for name in allowed_unknown.split(",") if name.strip()}
+  unknown = [name for name in unknown_pipeline_options(runner, pipeline_options) if name not in allowed]
   if unknown:
     raise ValueError(f"--beam_pipeline_options: Beam knows no option {', '.join(unknown)} (misspelled?); Beam "
                      "would drop it silently (\"Discarding unparseable args\"). See the options with "
-                     "`python -m apache_beam.examples.wordcount --help`")
+                     "`python -m apache_beam.examples.wordcount --help`; an option only your runner knows: name it "
+                     "in --beam_allowed_unknown_options")
 
 
 def unknown_pipeline_options(runner: str, options: str) -> list[str]:
