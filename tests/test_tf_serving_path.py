@@ -340,5 +340,3 @@ def test_predict_answers_an_empty_context_and_refuses_bad_input_in_one_line(expo
                  "null_score_diff": pytest.approx(squad_serving.NO_SPAN_NULL_DIFF)}
   with pytest.raises(ValueError, match=r"^the model refused the examples: question must be valid UTF-8$"):
     requests.run_local(exports["squad"], [{"question": BAD_UTF8, "context": "the dog"}])
-  with pytest.raises(ValueError, match=r"^the model refused the examples: text must be valid UTF-8$"):
-    requests.run_local(exports["ner"], [{"text": BAD_UTF8}])
