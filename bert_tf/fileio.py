@@ -141,10 +141,12 @@ def create_new(path: str, text: str) -> bool:
   return True
 
 
-def temp_path_for(path: str) -> str:
-  """A hidden sibling of `path` that `commit` later renames onto it; unique per call."""
+def temp_path_for(path: str, owner: str = "") -> str:
+  """A hidden sibling of `path` that `commit` later renames onto it; unique per call. `owner`
+  (`run_lock.owner_tag()`) names the writing process, so that a later run can tell a dead writer's leftover
+  (`run_lock.remove_dead_leftovers`) from a live one's."""
   head, tail = os.path.split(path)
-  return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
+  return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}" + (f".{owner}" if owner else ""))
 
 
 def commit(temp: str, path: str) -> None:

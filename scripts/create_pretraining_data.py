@@ -50,6 +50,9 @@ flags.DEFINE_string("beam_runner", None, "Run the sharded mode's shards as an Ap
 flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, space-separated, e.g. "
                     "'--project=p --region=us-central1 --temp_location=gs://b/tmp' (DataflowRunner) or "
                     "'--direct_num_workers=2 --direct_running_mode=multi_processing' (DirectRunner).")
+flags.DEFINE_string("beam_allowed_unknown_options", "", "Comma-separated names of options in "
+                    "--beam_pipeline_options that Beam's Python SDK does not define but your runner takes (else "
+                    "such an option is refused as a misspelling).")
 flags.DEFINE_string("beam_temp_dir", None, "With --beam_runner: where shards are staged, readable and writable by "
                     "this machine and every worker (gs://... on Dataflow); default a local temporary directory, "
                     "which only the DirectRunner can use.")
@@ -66,7 +69,8 @@ def main(argv):
     raise ValueError("--reference_compatible holds the whole corpus in one process, which a Beam runner cannot "
                      "spread; drop --beam_runner or --reference_compatible")
   # Before reading anything: an unknown option or a missing apache-beam fails fast.
-  beam_pipeline.check_beam_flags(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir)
+  beam_pipeline.check_beam_flags(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir,
+                                 FLAGS.beam_allowed_unknown_options)
   config = instances.InstanceConfig(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, dupe_factor=FLAGS.dupe_factor,

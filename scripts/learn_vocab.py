@@ -22,6 +22,9 @@ flags.DEFINE_string("beam_runner", None, "Count the words as an Apache Beam pipe
                     "file per element; the vocabulary is the one-machine count's (docs/scale.md).")
 flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, space-separated, e.g. "
                     "'--project=p --region=us-central1 --temp_location=gs://b/tmp'.")
+flags.DEFINE_string("beam_allowed_unknown_options", "", "Comma-separated names of options in "
+                    "--beam_pipeline_options that Beam's Python SDK does not define but your runner takes (else "
+                    "such an option is refused as a misspelling).")
 flags.DEFINE_string("beam_temp_dir", None, "With --beam_runner: where the counts are staged, readable and writable "
                     "by this machine and every worker (gs://... on Dataflow); default a local temporary directory.")
 flags.mark_flags_as_required(["input_file", "vocab_file"])
@@ -34,7 +37,8 @@ def main(argv):
   from bert_tf.data import beam_pipeline, vocab_learning
 
   # Before reading anything: an unknown option or a missing apache-beam fails fast.
-  beam_pipeline.check_beam_flags(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir)
+  beam_pipeline.check_beam_flags(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir,
+                                 FLAGS.beam_allowed_unknown_options)
   counter = None
   if FLAGS.beam_runner:
     counter = beam_pipeline.beam_word_counter(FLAGS.beam_runner, FLAGS.beam_pipeline_options, FLAGS.beam_temp_dir)

@@ -158,10 +158,26 @@ def test_missing_extra_names_the_install_command(monkeypatch, corpus_files, tmp_
     ("DirectRunner", "--direct_num_workers=2 multi_processing", None, r"'multi_processing' is not an option"),
     ("DirectRunner", "--project='unclosed", None, r"No closing quotation"),
     ("DataflowRunner", "--project=p", None, r"--beam_runner=DataflowRunner needs --beam_temp_dir"),
+    ("DirectRunner", "--direct_num_workrs=2 --save_main_session --projct p", None,
+     r"Beam knows no option --direct_num_workrs, --projct \(misspelled\?\)"),
 ])
 def test_bad_flags_are_refused_up_front(runner, options, temp_dir, message):
   with pytest.raises(ValueError, match=message):
     beam_pipeline.check_beam_flags(runner, options, temp_dir)
+
+
+def test_a_run_removes_the_work_dirs_of_killed_runs(tmp_path):
+  from bert_tf.training import run_lock
+  from test_run_lock import dead_owner_tag
+
+  left = tmp_path / f"bert_tf_beam_{dead_owner_tag()}_0123456789ab"
+  (left / "staged").mkdir(parents=True)
+  live = tmp_path / f"bert_tf_beam_{run_lock.owner_tag()}_ba9876543210"
+  untagged = tmp_path / "bert_tf_beam_0123456789ab"  # whose process cannot be told: left alone
+  live.mkdir(), untagged.mkdir()
+  work = beam_pipeline._make_work_dir(str(tmp_path))
+  assert os.path.basename(work).startswith(f"bert_tf_beam_{run_lock.owner_tag()}_")
+  assert sorted(os.listdir(tmp_path)) == sorted([live.name, untagged.name, os.path.basename(work)])
 
 
 def test_good_flags_pass_and_reach_beam():
@@ -169,6 +185,8 @@ def test_good_flags_pass_and_reach_beam():
   options = "--direct_num_workers 3 --direct_running_mode=multi_threading --job_name='bert tf'"
   beam_pipeline.check_beam_flags("DirectRunner", options)
   beam_pipeline.check_beam_flags("DataflowRunner", "--project=p", "gs://bucket/tmp")
+  beam_pipeline.check_beam_flags("PortableRunner", "--job_endpoint=h:8099 --my_runners_option=3", "/shared/tmp",
+                                 allowed_unknown="my_runners_option")
   parsed = beam_pipeline.pipeline_options("DirectRunner", options).get_all_options()
   assert (parsed["runner"], parsed["direct_num_workers"], parsed["direct_running_mode"], parsed["job_name"]) == (
       "DirectRunner", 3, "multi_threading", "bert tf")

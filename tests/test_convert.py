@@ -562,3 +562,17 @@ def test_a_keras_hub_preset_is_read_from_kagglehubs_cache_offline_and_computes_w
   assert message.startswith(f"keras_hub:bert_small_en_uncased: not in the cache ({tmp_path}/empty/models/keras/"
                             "bert/keras/bert_small_en_uncased/")
   assert "keras_hub.models.BertBackbone.from_preset('bert_small_en_uncased')" in message and "\n" not in message
+
+
+def test_a_truncated_safetensors_file_or_a_bad_config_json_is_named(tmp_path):
+  header = json.dumps({"embeddings.word_embeddings.weight": {"dtype": "F32", "shape": [2, 3],
+                                                             "data_offsets": [0, 24]}}).encode()
+  (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 10)
+  with pytest.raises(ValueError, match=f"^{tmp_path / 'model.safetensors'}: tensor embeddings.word_embeddings.weight "
+                     f"ends at byte {8 + len(header) + 24} but the file has {8 + len(header) + 10}; the file is "
+                     "truncated"):
+    convert.read_safetensors(str(tmp_path / "model.safetensors"))
+  for text, error in (('{"model_type": "bert", "hidden', "not a JSON config"), ("[1, 2]", "a JSON list, not an object")):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'config.json'}: {error}"):
+      convert.load_hf(str(tmp_path))

@@ -263,6 +263,10 @@ def test_read_examples(tmp_path):
   assert [(e.unique_id, e.text_a, e.text_b) for e in fe.read_examples(str(path))] == [
       (0, "a", "b"), (1, "", None), (2, "x |||", None), (3, "a ||| b", "c"), (4, "uv", None), (5, "", None)]
 
+  path.write_bytes(b"fine\ncaf\xe9\n")
+  with pytest.raises(ValueError, match=f"^--input_file={path}:2: not valid UTF-8 .*; re-encode the file as UTF-8"):
+    fe.read_examples(str(path))
+
 
 def test_layers_and_truncation():
   assert fe.parse_layers("-2,-1", 2) == [-2, -1]

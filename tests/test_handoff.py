@@ -185,3 +185,36 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
   two = _built(classification.BertClassifier(fine_tuned.config, 2, dtype="float32"))
   assert handoff.task_head_mismatch(two, directory, classification.SPEC_NAME, {}) == (
       "classifier/kernel: the folder has [18, 3], this model needs [18, 2]")
+
+
+def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tmp_path):
+  """A fine-tuned model folder cut short (an interrupted copy): its weights and its settings file are named, with
+  what to do, instead of a traceback (export_squad.py, run_squad.py --do_predict)."""
+  import glob
+
+  import tensorflow as tf
+
+  from bert_tf.config import BertConfig
+  from bert_tf.model.encoder import INPUT_NAMES
+  from bert_tf.tasks import squad_finetuning as sf
+  from bert_tf.tasks import squad_run
+
+  config = BertConfig.from_preset("tiny", vocab_size=9, num_hidden_layers=1, hidden_size=6, num_attention_heads=3,
+                                  intermediate_size=7, max_position_embeddings=11)
+  model = sf.BertSpanLabeler(config, dtype="float32")
+  model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c", "d", "e"]) + "\n")
+  folder = str(tmp_path / "squad_model")
+  squad_run.save_model(model, {"max_seq_length": 11, "doc_stride": 2, "max_query_length": 3}, str(vocab), folder)
+  (data,) = glob.glob(os.path.join(folder, "*.data-*"))
+  with open(data, "r+b") as f:
+    f.truncate(os.path.getsize(data) // 2)
+  with pytest.raises(ValueError, match=r"squad_model/\S+: its weights cannot be read \(.*\); the folder is truncated "
+                     r"or corrupt: write it again with run_squad.py"):
+    squad_run.load_model(folder)
+  settings = os.path.join(folder, squad_run.SETTINGS_NAME)
+  with open(settings, "r+b") as f:
+    f.truncate(10)
+  with pytest.raises(ValueError, match=f"^{settings}: not valid JSON"):
+    squad_run.read_settings(folder)

@@ -18,7 +18,7 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks import feature_choice, ner, ner_metrics, ner_run
 from bert_tf.tasks import ner_feature_based as nfb
 from bert_tf.tasks import ner_finetuning as nf
-from bert_tf.training import finetuning, handoff
+from bert_tf.training import finetuning, handoff, run_lock
 
 T = 13
 L = 4
@@ -140,7 +140,16 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
   info = nf.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
   tf.keras.utils.set_random_seed(3)
   encoder = BertEncoder(_config())
+  # What a killed write left (its process is gone) is removed; a live writer's temporary file stays.
+  from test_run_lock import dead_owner_tag
+
+  cache = tmp_path / "f" / "ner_layers"
+  cache.mkdir(parents=True)
+  (cache / f".x.tfrecord.tmp-0123abcd.{dead_owner_tag()}").write_bytes(b"\0" * 1000)
+  (cache / f".y.tfrecord.tmp-0123abcd.{run_lock.owner_tag()}").write_bytes(b"\0" * 10)
   layers, reused = nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3)
+  assert sorted(os.listdir(cache)) == sorted([os.path.basename(layers.path), os.path.basename(layers.path) + ".json",
+                                              f".y.tfrecord.tmp-0123abcd.{run_lock.owner_tag()}"])
   assert not reused and layers.num_windows == len(windows) == 7
   assert (layers.num_layers, layers.hidden_size, layers.num_words) == (L + 1, 14, info.num_words)
   assert layers.path.startswith(f"{tmp_path}/f/ner_layers/")

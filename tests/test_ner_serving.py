@@ -30,6 +30,7 @@ TEXTS = [
     "Café in Zürich\tand\nMünchen — U.S.A. 東京",
     "x",
     "   ",
+    "수도입니다. Cafe\u0301. the\x00dog sat\x00 in Paris",  # each word its own offsets; a NUL cuts nothing
 ]
 
 

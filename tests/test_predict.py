@@ -495,3 +495,25 @@ def test_script_prints_a_request_of_any_inputs():
   assert result.returncode == 0, result.stderr
   assert json.loads(result.stdout) == {"signature_name": "serving_default",
                                        "instances": [{"question": "Who?", "context": "He ran."}]}
+
+
+def test_an_empty_or_truncated_version_is_one_error_naming_it(export, tmp_path):
+  model_dir = tmp_path / "nli"
+  (model_dir / "1").mkdir(parents=True)
+  with pytest.raises(FileNotFoundError, match=f"its newest version {model_dir / '1'} holds no saved_model.pb"):
+    requests.signature_inputs(str(model_dir))
+  result = _script(f"--saved_model_dir={model_dir}", "--sentence1=a", "--sentence2=b", timeout=120)
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --saved_model_dir={model_dir}: its newest version {model_dir / '1'} holds no saved_model.pb (an empty "
+      "or half-copied version folder); export again, or give another version")
+  shutil.rmtree(model_dir / "1")
+  shutil.copytree(export["version_dir"], model_dir / "1")
+  with open(model_dir / "1" / "saved_model.pb", "r+b") as f:
+    f.truncate(100)
+  with pytest.raises(ValueError, match=f"^--saved_model_dir={model_dir / '1'}: cannot be loaded as a SavedModel "
+                     r"\(.*\); a truncated or half-copied export: export it again"):
+    requests.run_local(str(model_dir), PAIRS)
+  os.remove(model_dir / "1" / requests.MANIFEST_PATH)  # inputs then come from saved_model.pb itself
+  with pytest.raises(ValueError, match="cannot be loaded as a SavedModel"):
+    requests.signature_inputs(str(model_dir))

@@ -13,6 +13,28 @@ from bert_tf.errors import OutputDirInUse
 from bert_tf.training import run_lock
 
 
+def dead_owner_tag() -> str:
+  """`run_lock.owner_tag()` of a process of this host that has ended."""
+  ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+  return run_lock.owner_tag().rsplit("-", 1)[0] + f"-{int(ended.stdout)}"
+
+
+def test_remove_dead_leftovers_removes_only_what_a_dead_process_of_this_host_left(tmp_path):
+  dead, live = dead_owner_tag(), run_lock.owner_tag()
+  (tmp_path / f".a.tfrecord.tmp-01234567.{dead}").write_bytes(b"x" * 100)
+  (tmp_path / f"bert_tf_beam_{dead}_0123").mkdir()
+  (tmp_path / f"bert_tf_beam_{dead}_0123" / "shard").write_text("x")
+  kept = [f".b.tfrecord.tmp-01234567.{live}", f".c.tmp-01234567.owner-00000000-{dead.rsplit('-', 1)[1]}",
+          ".d.tfrecord.tmp-01234567", "notes"]
+  for name in kept:
+    (tmp_path / name).write_text("x")
+  assert run_lock.remove_dead_leftovers(str(tmp_path), "bert_tf_beam_") == [
+      str(tmp_path / f"bert_tf_beam_{dead}_0123")]
+  assert run_lock.remove_dead_leftovers(str(tmp_path), ".") == [str(tmp_path / f".a.tfrecord.tmp-01234567.{dead}")]
+  assert sorted(os.listdir(tmp_path)) == sorted(kept)
+  assert run_lock.remove_dead_leftovers(str(tmp_path / "absent"), ".") == []
+
+
 def _plant(directory, **record):
   os.makedirs(directory, exist_ok=True)
   base = {"host": socket.gethostname(), "started": "2026-11-23T10:00:00", "heartbeat": time.time()}

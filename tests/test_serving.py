@@ -587,13 +587,14 @@ def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(t
   first = export_words(export_dir)
   (path, listing), = seen
   writing = os.path.relpath(path, model_dir).split(os.sep)[0]
-  assert listing == [writing] and writing.startswith(".1.tmp-") and not any(n.isdigit() for n in listing)
+  # The export's lock (run_lock.LOCK_NAME) is there too while it writes.
+  assert listing == [writing, ".lock"] and writing.startswith(".1.tmp-") and not any(n.isdigit() for n in listing)
   assert first == os.path.join(model_dir, "1") and os.listdir(model_dir) == ["1"]
 
   # The next version, its warmup requests calling another signature, with no vocabulary.
   second = export_words(export_dir, warmup_instances=[{"text": "a b"}], warmup_signature="count")
   assert second == os.path.join(model_dir, "2") and sorted(os.listdir(model_dir)) == ["1", "2"]
-  assert seen[1][1][0].startswith(".2.tmp-") and seen[1][1][1:] == ["1"]
+  assert seen[1][1][0].startswith(".2.tmp-") and seen[1][1][1:] == [".lock", "1"]
   (request,) = _warmup_requests(second)
   assert request.model_spec.signature_name == "count" and set(request.inputs) == {"text"}
   manifest = serving.read_manifest(second)
@@ -603,6 +604,38 @@ def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(t
   with pytest.raises(ValueError, match=r"words/2 already exists and TF Serving may be serving it"):
     export_words(export_dir, version=2)
   assert sorted(os.listdir(model_dir)) == ["1", "2"] and len(seen) == 2
+
+
+def test_the_next_export_removes_what_a_killed_one_left(tmp_path):
+  """A killed export leaves its hidden version folder and its lock; the next export to the model takes the dead
+  lock over and removes the folder. A live export's lock is refused."""
+  model_dir = tmp_path / "export" / "words"
+  left = model_dir / ".1.tmp-0123abcd" / "variables"
+  left.mkdir(parents=True)
+  (left / "variables.data-00000-of-00001").write_bytes(b"\0" * 1000)
+  (model_dir / ".lock").write_text("{}")  # cut short: a dead holder's
+  assert export_words(str(tmp_path / "export")) == str(model_dir / "1")
+  assert sorted(os.listdir(model_dir)) == ["1"]
+  from bert_tf.errors import OutputDirInUse
+  from bert_tf.training import run_lock
+
+  with run_lock.RunLock(str(model_dir)), pytest.raises(OutputDirInUse, match="is in use by another run"):
+    export_words(str(tmp_path / "export"))
+  assert sorted(os.listdir(model_dir)) == ["1"]
+
+
+def test_an_export_dir_that_is_a_file_is_refused_before_anything_loads(tmp_path):
+  from bert_tf.export import ner_serving, squad_serving, swag_serving
+
+  (tmp_path / "file").write_text("x")
+  for export_dir in (tmp_path / "file", tmp_path / "file" / "below"):
+    with pytest.raises(ValueError, match=f"--export_dir={export_dir}: {tmp_path / 'file'} is a file, not a folder"):
+      export_words(str(export_dir))
+    for export in (squad_serving.export_squad, ner_serving.export_ner, swag_serving.export_swag):
+      with pytest.raises(ValueError, match="is a file, not a folder"):
+        export(str(tmp_path / "no_model"), str(export_dir))
+  with pytest.raises(ValueError, match="is a file, not a folder"):
+    serving.export_from_directory(str(tmp_path / "no_model"), str(tmp_path / "file"), "m")
 
 
 @pytest.mark.parametrize("change, error", [

@@ -19,7 +19,7 @@ from bert_tf.tasks import squad_finetuning as sf
 T, STRIDE, QUERY = 41, 7, 9  # odd sizes: max_seq_length, doc_stride, max_query_length
 WORDS = ("the river runs north through old town in 1990s , ( 1895 - 1943 ) . café naïve Beyoncé's Knowles-Carter "
          "ÉCOLE résumé Tokyo 東京 don't U.S. 3.14 \"quoted\" [SEP] unbelievably antidisestablishmentarianism "
-         "a an of on at by to").split()
+         "a an of on at by to").split() + ["x\x00y", "\x00", "수도입니다.", "Cafe\u0301."]  # NULs cut nothing
 SPACES = (" ", " ", " ", " ", "  ", "\n", "\u202f", " \t ", "\u00a0")
 
 

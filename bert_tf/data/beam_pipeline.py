@@ -73,8 +73,11 @@ def import_beam():
   return apache_beam
 
 
-def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: str | None = None) -> None:
-  """Validates the scripts' Beam flags before anything is read; imports apache_beam when a runner is named."""
+def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: str | None = None,
+                     allowed_unknown: str = "") -> None:
+  """Validates the scripts' Beam flags before anything is read; imports apache_beam when a runner is named.
+  `allowed_unknown` (--beam_allowed_unknown_options): comma-separated option names that Beam's Python SDK does
+  not define but the runner takes (a portable runner passes them on); any other unknown option is refused."""
   if runner is None:
     if pipeline_options or temp_dir:
       raise ValueError("--beam_pipeline_options and --beam_temp_dir need --beam_runner (e.g. "
@@ -98,6 +101,22 @@ def check_beam_flags(runner: str | None, pipeline_options: str = "", temp_dir: s
     raise ValueError(f"--beam_runner={runner} needs --beam_temp_dir: a directory the launching machine and every "
                      "worker can read and write (gs://bucket/tmp on Dataflow, a shared file system on a cluster)")
   import_beam()
+  allowed = {f"--{name.strip().lstrip('-')}" for name in allowed_unknown.split(",") if name.strip()}
+  unknown = [name for name in unknown_pipeline_options(runner, pipeline_options) if name not in allowed]
+  if unknown:
+    raise ValueError(f"--beam_pipeline_options: Beam knows no option {', '.join(unknown)} (misspelled?); Beam "
+                     "would drop it silently (\"Discarding unparseable args\"). See the options with "
+                     "`python -m apache_beam.examples.wordcount --help`; an option only your runner knows: name it "
+                     "in --beam_allowed_unknown_options")
+
+
+def unknown_pipeline_options(runner: str, options: str) -> list[str]:
+  """The `--name`s among `options` that none of Beam's registered PipelineOptions define (those of the runners
+  in this apache_beam included), which Beam would otherwise discard with only a log line."""
+  parsed = pipeline_options(runner, options)
+  known = set(parsed.get_all_options())
+  every = parsed.get_all_options(retain_unknown_options=True)
+  return sorted(f"--{name}" for name in every if name not in known)
 
 
 def pipeline_options(runner: str, options: str = ""):
@@ -107,10 +126,19 @@ def pipeline_options(runner: str, options: str = ""):
 
 
 def _make_work_dir(temp_dir: str | None) -> str:
-  """A fresh directory for one run's staged files: under `temp_dir`, or a local temporary directory."""
+  """A fresh directory for one run's staged files: under `temp_dir`, or a local temporary directory. Named after
+  this process (`run_lock.owner_tag`), so that the next run removes the directories of runs that were killed
+  (a `finally` removes a finished or failed run's own)."""
+  from bert_tf.training import run_lock
+
+  owner = run_lock.owner_tag()
+  parent = tempfile.gettempdir() if temp_dir is None else temp_dir
+  if not fileio.is_remote(parent):
+    for path in run_lock.remove_dead_leftovers(parent, "bert_tf_beam_"):
+      log.warning("removed %s, left by an interrupted Beam run", path)
   if temp_dir is None:
-    return tempfile.mkdtemp(prefix="bert_tf_beam_")
-  path = f"{temp_dir.rstrip('/')}/bert_tf_beam_{uuid.uuid4().hex[:12]}"
+    return tempfile.mkdtemp(prefix=f"bert_tf_beam_{owner}_")
+  path = f"{temp_dir.rstrip('/')}/bert_tf_beam_{owner}_{uuid.uuid4().hex[:12]}"
   if fileio.is_remote(path):
     fileio._gfile().makedirs(path)
   else:

@@ -93,6 +93,15 @@ def _to_raw_offsets(normal: tf.Tensor, raw: tf.Tensor, offsets: tf.Tensor, fallb
   return tf.where(tf.equal(normal, raw), offsets, tf.where(same_chars, by_chars, fallback))
 
 
+def regex_split_with_offsets(strings: tf.Tensor, delim: str, keep: str = "") -> tuple[tf.RaggedTensor, ...]:
+  """`tf_text.regex_split_with_offsets` over whole strings: tf.string [N] -> pieces, begin, end [N, (P)].
+
+  The op ends a string at its first NUL byte (U+0000), so NULs are first replaced by U+0001: one byte for
+  one byte, so the offsets stay those of `strings`, and both are control characters that cleaning removes and
+  that neither split nor SQuAD's whitespace matches."""
+  return tf_text.regex_split_with_offsets(tf.strings.regex_replace(strings, "\\x00", "\x01"), delim, keep)
+
+
 class TokensWithOffsets(NamedTuple):
   """`GraphTokenizer.tokenize_with_offsets`'s result (B strings, W words, P pieces); see there."""
   ids: tf.RaggedTensor  # int64 [B, (W), (P)]
@@ -201,7 +210,8 @@ class GraphTokenizer(tf.Module):
                    too (a removed control character, "İ" -> "i" + a dot), every piece spans the whole word.
     The words are the basic tokenizer's: chunks split at whitespace and CJK characters on the text as given,
     each cleaned and folded, then split at punctuation; offsets map back through characters where a chunk kept
-    its number of characters, else each of its words spans the whole chunk.
+    its characters one for one, else through each raw character normalised alone, so each word has its own
+    text and offsets ("수도입니다." -> "수도입니다" and ".").
     Special tokens are not preserved (`preserve_special_tokens=False` only).
     """
     if self.preserve_special_tokens:
@@ -214,12 +224,11 @@ class GraphTokenizer(tf.Module):
     # Chunks as the reference's whitespace split finds them (CJK characters stand alone); each is cleaned and
     # folded whole, so case context (a final sigma) is the reference's, then split at punctuation, which
     # folding can create ("≠" -> "=").
-    chunks, chunk_begin, chunk_end = tf_text.regex_split_with_offsets(strings, self._re_split_raw,
-                                                                      self._re_keep_raw)  # [B, (C)]
+    chunks, chunk_begin, chunk_end = regex_split_with_offsets(strings, self._re_split_raw,
+                                                              self._re_keep_raw)  # [B, (C)]
     raw_chunks = chunks.flat_values
-    normal_chunks = tf.strings.regex_replace(raw_chunks, self._re_removed, "")
-    if self.do_lower_case:
-      normal_chunks = self._fold(normal_chunks)
+    cleaned_chunks = tf.strings.regex_replace(raw_chunks, self._re_removed, "")
+    normal_chunks = self._fold(cleaned_chunks) if self.do_lower_case else cleaned_chunks
     split, local_begin, local_end = tf_text.regex_split_with_offsets(
         normal_chunks, self._re_punctuation, self._re_punctuation)  # [C, (W)] offsets in the normalised chunk
     chunk_of = split.value_rowids()
@@ -229,6 +238,14 @@ class GraphTokenizer(tf.Module):
     end_in_chunk = _to_raw_offsets(tf.gather(normal_chunks, chunk_of), tf.gather(raw_chunks, chunk_of),
                                    local_end.flat_values, tf.cast(tf.strings.length(tf.gather(raw_chunks, chunk_of)),
                                                                   tf.int64))
+    # Chunks that lost a character or changed their number of characters ("수도입니다." -> 12 jamo and ".")
+    # are mapped back character by character instead.
+    changed = (tf.not_equal(cleaned_chunks, raw_chunks)
+               | tf.not_equal(tf.strings.length(normal_chunks, unit="UTF8_CHAR"),
+                              tf.strings.length(raw_chunks, unit="UTF8_CHAR")))
+    begin_in_chunk, end_in_chunk = self._words_of_changed_chunks(raw_chunks, normal_chunks, changed, chunk_of,
+                                                                 local_begin.flat_values, local_end.flat_values,
+                                                                 begin_in_chunk, end_in_chunk)
     chunk_start = tf.gather(chunk_begin.flat_values, chunk_of)
     raw = chunks.with_flat_values(split).merge_dims(1, 2)  # [B, (W)]
     word_begin = raw.with_flat_values(chunk_start + begin_in_chunk)
@@ -247,6 +264,76 @@ class GraphTokenizer(tf.Module):
     nest = raw.with_flat_values
     return TokensWithOffsets(nest(ids), nest(words), word_begin, word_end,
                              nest(ids.with_flat_values(piece_begin)), nest(ids.with_flat_values(piece_end)))
+
+  def _words_of_changed_chunks(self, raw_chunks, normal_chunks, changed, chunk_of, local_begin, local_end,
+                               begin, end) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each word's own [begin, end) bytes in its raw chunk, for the words of `changed` chunks, where
+    `_to_raw_offsets` cannot match characters one to one: each raw character is normalised alone, and a word
+    spans the raw characters that make its normalised ones (a combining mark that folding removed goes with
+    the character before it, "e" + U+0301).
+
+    raw_chunks, normal_chunks: tf.string [C], changed: bool [C]; chunk_of: int64 [W] each word's chunk;
+    local_begin, local_end: int64 [W] its bytes in the normalised chunk; begin, end: int64 [W] the offsets of
+    the words of unchanged chunks (returned as they are). Returns begin, end int64 [W].
+    """
+    word_changed = tf.gather(changed, chunk_of)
+
+    def per_character():
+      chunks = tf.where(changed)[:, 0]  # [D] sorted
+      words = tf.where(word_changed)[:, 0]  # [V]
+      chars = tf.strings.unicode_split(tf.gather(raw_chunks, chunks), "UTF-8")  # [D, (K)]
+      flat = chars.flat_values
+      normal = tf.strings.regex_replace(flat, self._re_removed, "")
+      if self.do_lower_case:
+        normal = self._fold(normal)
+      count = tf.cast(tf.strings.length(normal, unit="UTF8_CHAR"), tf.int64)  # [K] normalised characters
+      size = tf.cast(tf.strings.length(flat), tf.int64)  # [K] bytes
+      row = chars.value_rowids()
+      index = tf.range(tf.size(flat, out_type=tf.int64))
+      row_start = tf.gather(chars.row_starts(), row)
+
+      def within_row(values):  # exclusive cumulative sum, restarting at each chunk
+        total = tf.cumsum(values, exclusive=True)
+        return total - tf.gather(total, row_start)
+
+      made_before = within_row(count)
+      byte_start = within_row(size)
+      attached = (tf.equal(count, 0) & tf.strings.regex_full_match(flat, self._re_marks)
+                  & tf.not_equal(index, row_start))
+      group = tf.cumsum(tf.cast(~attached, tf.int64)) - 1
+      group_end = tf.math.unsorted_segment_max(byte_start + size, group, tf.size(flat, out_type=tf.int64))
+      # Keys (chunk << 32) + normalised characters made up to and including each raw character: the raw
+      # character making normalised character k is the first whose key exceeds (chunk << 32) + k.
+      keys = tf.bitwise.left_shift(row, 32) + made_before + count
+      chunk = tf.searchsorted(chunks, tf.gather(chunk_of, words), out_type=tf.int64)  # [V] its row of `chars`
+      normal_word_chunk = tf.gather(normal_chunks, tf.gather(chunk_of, words))
+
+      def chars_before(byte_offsets):
+        offsets = tf.cast(byte_offsets, tf.int32)
+        return tf.cast(tf.strings.length(tf.strings.substr(normal_word_chunk, tf.zeros_like(offsets), offsets),
+                                         unit="UTF8_CHAR"), tf.int64)
+
+      last_char = tf.maximum(tf.size(flat, out_type=tf.int64) - 1, 0)
+
+      def making(k):
+        found = tf.searchsorted(keys, tf.bitwise.left_shift(chunk, 32) + k, side="right", out_type=tf.int64)
+        return tf.minimum(found, last_char)
+
+      first = making(chars_before(tf.gather(local_begin, words)))
+      last = making(chars_before(tf.gather(local_end, words)) - 1)
+      new_begin = tf.gather(byte_start, first)
+      new_end = tf.gather(group_end, tf.gather(group, last))
+      # Normalising characters one by one makes as many as normalising the chunk (it does with Python 3.11 and
+      # TensorFlow 2.20: lower-casing, NFD and mark stripping act per character); where it would not, the
+      # fallback (the whole chunk) stays.
+      counts = tf.math.unsorted_segment_sum(count, row, tf.size(chunks, out_type=tf.int64))
+      adds_up = tf.gather(tf.equal(counts, tf.cast(tf.strings.length(tf.gather(normal_chunks, chunks),
+                                                                     unit="UTF8_CHAR"), tf.int64)), chunk)
+      at = words[:, tf.newaxis]
+      return (tf.tensor_scatter_nd_update(begin, at, tf.where(adds_up, new_begin, tf.gather(begin, words))),
+              tf.tensor_scatter_nd_update(end, at, tf.where(adds_up, new_end, tf.gather(end, words))))
+
+    return tf.cond(tf.reduce_any(word_changed), per_character, lambda: (begin, end))
 
   def basic_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
     """Steps 1-5: tf.string [B] -> tf.string RaggedTensor [B, (W)] of words (preserved special tokens included)."""

@@ -127,7 +127,9 @@ class NerServer(tf.Module):
     text_start = tf.cumsum(text_pieces, exclusive=True)  # [B]
 
     # Centres: ner._centres, greedily over each text's words (a scan over the word axis, all texts at once).
-    lengths = tf.RaggedTensor.from_row_lengths(length, words_per_text).to_tensor()  # [B, W]
+    # One zero column more ([B, W + 1]): the scan needs a step even when no text of the batch has a word.
+    lengths = tf.RaggedTensor.from_row_lengths(length, words_per_text).to_tensor()
+    lengths = tf.concat([lengths, tf.zeros([batch, 1], tf.int64)], axis=1)
 
     def step(state, n):
       used, centre = state
@@ -248,6 +250,7 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
   from bert_tf.tasks import ner_run
 
   serving.check_name_and_version(model_name, version)
+  serving.check_export_dir(export_dir, model_name)
   if not ner_run.is_model_dir(model_dir):
     raise FileNotFoundError(f"{model_dir}: no {ner_run.SETTINGS_NAME}; give a folder written by run_ner.py "
                             f"(<output_dir>/{ner_run.MODEL_DIR})")

@@ -330,6 +330,17 @@ def _rows(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
   return [{name: _python(values[i]) for name, values in sorted(outputs.items())} for i in range(batch.pop())]
 
 
+def _refusal(error: Exception) -> str:
+  """The message of a model's tf.debugging assertion ("question must be valid UTF-8"), else the error's first
+  line."""
+  import re
+
+  from bert_tf.errors import first_line
+
+  found = re.search(r"assertion failed: \[([^\]]*)\]", getattr(error, "message", "") or str(error))
+  return found.group(1) if found else first_line(error)[:500]
+
+
 def resolve_saved_model_dir(path: str) -> str:
   """A version folder (holding saved_model.pb) as is; a model folder `<export_dir>/<name>` -> its highest
   numeric version, the one TF Serving would serve."""
@@ -339,7 +350,19 @@ def resolve_saved_model_dir(path: str) -> str:
   if not versions:
     raise FileNotFoundError(f"--saved_model_dir={path}: holds no saved_model.pb and no numeric version folders; "
                             "give <export_dir>/<model_name> or one of its versions")
-  return fileio.join(path, str(max(versions)))
+  version = fileio.join(path, str(max(versions)))
+  if not fileio.exists(fileio.join(version, "saved_model.pb")):
+    raise FileNotFoundError(f"--saved_model_dir={path}: its newest version {version} holds no saved_model.pb (an "
+                            "empty or half-copied version folder); export again, or give another version")
+  return version
+
+
+def _unreadable(path: str, error: Exception) -> ValueError:
+  """A SavedModel that TensorFlow cannot parse (a truncated saved_model.pb, a half-copied version)."""
+  from bert_tf.errors import first_line
+
+  return ValueError(f"--saved_model_dir={path}: cannot be loaded as a SavedModel ({first_line(error)[:300]}); a "
+                    "truncated or half-copied export: export it again")
 
 
 def signature_inputs(saved_model_dir: str, signature_name: str = DEFAULT_SIGNATURE) -> dict[str, str]:
@@ -356,7 +379,10 @@ def signature_inputs(saved_model_dir: str, signature_name: str = DEFAULT_SIGNATU
     import tensorflow as tf
     from tensorflow.python.tools import saved_model_utils
 
-    meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
+    try:
+      meta_graph = saved_model_utils.get_meta_graph_def(path, "serve")
+    except (OSError, RuntimeError) as e:
+      raise _unreadable(path, e) from None
     described = {key: {name: tf.dtypes.as_dtype(info.dtype).name for name, info in sig.inputs.items()}
                  for key, sig in meta_graph.signature_def.items() if not key.startswith("__")}
   if signature_name not in described:
@@ -371,7 +397,11 @@ def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  Registers the tokenizer's ops, which the SavedModel's graph uses.
 
-  loaded = tf.saved_model.load(resolve_saved_model_dir(saved_model_dir))
+  path = resolve_saved_model_dir(saved_model_dir)
+  try:
+    loaded = tf.saved_model.load(path)
+  except (OSError, RuntimeError, tf.errors.OpError) as e:
+    raise _unreadable(path, e) from None
   if signature_name not in loaded.signatures:
     raise ValueError(f"{saved_model_dir}: no signature {signature_name!r}; it has {sorted(loaded.signatures)}")
   function = loaded.signatures[signature_name]
@@ -387,5 +417,10 @@ def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
     except (TypeError, ValueError) as e:
       raise ValueError(f"input {name!r}: the examples' values {values!r:.200} are not {specs[name].dtype.name} "
                        f"values of one shape ({str(e).splitlines()[0][:200]})") from None
-  outputs = function(**tensors)
+  try:
+    outputs = function(**tensors)
+  except tf.errors.InvalidArgumentError as e:
+    # The model's own checks (invalid UTF-8, batch sizes, ids out of range): what the server answers with HTTP
+    # 400, as one line.
+    raise ValueError(f"the model refused the examples: {_refusal(e)}") from None
   return _rows({name: value.numpy() for name, value in outputs.items()})

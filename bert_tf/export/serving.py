@@ -46,6 +46,7 @@ with SAVED_MODEL_CLI_WITH_TF_TEXT below (tests/test_serving.py runs exactly this
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -62,7 +63,7 @@ from bert_tf.export import requests as serving_requests
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.classification import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
                                           load_classifier)
-from bert_tf.training import handoff
+from bert_tf.training import checkpointing, handoff, run_lock
 
 SERVING_SIGNATURE = "serving_default"
 ENCODED_SIGNATURE = "encoded"
@@ -199,6 +200,21 @@ def check_name_and_version(model_name: str, version: int | None) -> None:
     raise ValueError(f"version={version!r}: must be a positive integer (TF Serving loads numeric folders)")
 
 
+def check_export_dir(export_dir: str, model_name: str) -> None:
+  """ValueError when `<export_dir>/<model_name>`, or a folder above it, is a file (local paths); a task's export
+  calls it before loading anything."""
+  if fileio.is_remote(export_dir):
+    return
+  path = os.path.abspath(os.path.join(export_dir, model_name))
+  while not os.path.isdir(path):
+    if os.path.exists(path):
+      raise ValueError(f"--export_dir={export_dir}: {path} is a file, not a folder; give a folder (TF Serving's "
+                       "model root, created if missing)")
+    if os.path.dirname(path) == path:
+      break
+    path = os.path.dirname(path)
+
+
 def _write_new_dir(build: Callable[[str], None], final: str) -> None:
   """`build(path)` under a hidden temporary name (`.<version>.tmp-*`: Serving loads numeric names only), then
   published as `final`, which must not exist (it could be a version that Serving is serving). Locally the publish
@@ -320,13 +336,16 @@ def write_warmup_requests(path: str, model_name: str, instances: Sequence[Mappin
 # -- The manifest ---------------------------------------------------------------------------------------------
 
 # Run with `python -I` (no PYTHONPATH, no current directory): a process in which only TensorFlow itself has
-# registered ops, so whatever it does not know is an op that the server must link in separately.
+# registered ops, so whatever it does not know is an op that the server must link in separately. It prints
+# every op it has registered.
 _CORE_OP_CHECK = """
-import json, sys
+import json
 import tensorflow
-from tensorflow.python.framework import op_def_registry
-names = json.load(sys.stdin)
-print(json.dumps([name for name in names if op_def_registry.get(name) is None]))
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session
+ops = op_def_pb2.OpList()
+ops.ParseFromString(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
+print(json.dumps(sorted(op.name for op in ops.op)))
 """
 
 
@@ -349,14 +368,21 @@ def saved_model_op_types(saved_model_dir: str) -> set[str]:
   return ops
 
 
+@functools.lru_cache(maxsize=None)
+def core_op_types() -> frozenset[str]:
+  """Every op type that a Python process importing only `tensorflow` (not tensorflow_text) registers; asked once
+  per process (a TensorFlow start-up, seconds)."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], capture_output=True, text=True, env=env,
+                          timeout=600)
+  if result.returncode != 0:
+    raise RuntimeError(f"listing core TensorFlow's op types failed:\n{result.stderr[-3000:]}")
+  return frozenset(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
 def ops_missing_from_core(op_types: Sequence[str]) -> list[str]:
   """The op types that a Python process importing only `tensorflow` (not tensorflow_text) has not registered."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], input=json.dumps(sorted(op_types)),
-                          capture_output=True, text=True, env=env, timeout=600)
-  if result.returncode != 0:
-    raise RuntimeError(f"checking op types against core TensorFlow failed:\n{result.stderr[-3000:]}")
-  return sorted(json.loads(result.stdout.strip().splitlines()[-1]))
+  return sorted(set(op_types) - core_op_types())
 
 
 def _signature_summary(saved_model_dir: str) -> dict[str, Any]:
@@ -481,9 +507,12 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
     warmup_signature: the signature the warmup requests call.
 
   Locally the version is written under a hidden temporary name and renamed into place (TF Serving loads
-  numeric names only, so it never sees half a model); on gs:// it is written in place.
+  numeric names only, so it never sees half a model); on gs:// it is written in place. One export at a time
+  holds the model folder's `.lock` (another is refused, naming it); the hidden folder of an export that was
+  killed is removed by the next export to the same model.
   """
   check_name_and_version(model_name, version)
+  check_export_dir(export_dir, model_name)
   _check_task_manifest(manifest)
   if not isinstance(signatures, Mapping) or warmup_signature not in signatures:
     names = sorted(signatures) if isinstance(signatures, Mapping) else signatures
@@ -495,9 +524,6 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
   if vocab_file is not None and not tf.io.gfile.exists(vocab_file):
     raise FileNotFoundError(f"vocab_file={vocab_file}: no such file")
   model_dir = os.path.join(export_dir, model_name)
-  if version is None:
-    version = next_version(model_dir)
-  final = os.path.join(model_dir, str(version))
 
   def build(path: str) -> None:
     tf.saved_model.save(server, path, signatures=dict(signatures))
@@ -512,7 +538,15 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
       f.write(json.dumps(_merge_manifest(manifest, common), indent=2) + "\n")
 
   tf.io.gfile.makedirs(model_dir)
-  _write_new_dir(build, final)
+  # One export at a time per model folder (`.lock`, which TF Serving ignores: it loads numeric names only), so
+  # the hidden version folders an export killed mid-write left are known dead and removed here.
+  with run_lock.RunLock(model_dir):
+    for path in checkpointing.remove_export_leftovers(model_dir):
+      logging.warning("removed %s, left by an interrupted export", path)
+    if version is None:
+      version = next_version(model_dir)
+    final = os.path.join(model_dir, str(version))
+    _write_new_dir(build, final)
   logging.info("exported %s version %d to %s", model_name, version, final)
   return final
 
@@ -536,6 +570,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
       (`handoff.check_vocab_fits`).
   """
   check_name_and_version(model_name, version)
+  check_export_dir(export_dir, model_name)
   if model.num_labels != spec.num_labels:
     raise ValueError(f"the model has {model.num_labels} outputs but the spec of {spec.task_name!r} has "
                      f"{spec.num_labels} labels; pass the spec the model was trained with")
@@ -553,6 +588,7 @@ def export_from_directory(classifier_dir: str, export_dir: str, model_name: str 
                           version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
   """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
   `model_name` defaults to the task's name in lower case."""
+  check_export_dir(export_dir, model_name or "")
   model, spec, vocab_file = load_classifier(classifier_dir)
   return export_classifier(model, spec, vocab_file, export_dir, model_name or spec.task_name.lower(), version,
                            warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"))

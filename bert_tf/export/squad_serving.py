@@ -45,9 +45,9 @@ import os
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from bert_tf.data.graph_tokenizer import GraphTokenizer
+from bert_tf.data import graph_tokenizer
+from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8, GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks import squad, squad_postprocess
 from bert_tf.tasks import squad_finetuning as sf
@@ -129,7 +129,11 @@ class SquadServer(tf.Module):
     check = tf.debugging.assert_equal(
         tf.size(question), tf.size(context),
         message="question and context must hold the same number of examples (one context per question)")
-    with tf.control_dependencies([check]):
+    # The context's offsets need valid UTF-8 (tokenize_with_offsets checks it); the question is refused the same
+    # way, as the docs say, rather than answered with its invalid bytes dropped.
+    valid = tf.debugging.assert_equal(tf.reduce_all(tf.strings.regex_full_match(question, _RE_VALID_UTF8)), True,
+                                      message="question must be valid UTF-8")
+    with tf.control_dependencies([check, valid]):
       question, context = tf.identity(question), tf.identity(context)
     batch = tf.size(question)
     T = self._max_seq_length  # pylint: disable=invalid-name
@@ -252,7 +256,7 @@ class SquadServer(tf.Module):
     batch = tf.size(context)
     rows = tf.range(batch, dtype=tf.int64)
     # The doc tokens holding the answer's first and last byte; keys (row << 32) + byte order all of them.
-    _, word_begin, word_end = tf_text.regex_split_with_offsets(context, _RE_SQUAD_WHITESPACE)
+    _, word_begin, word_end = graph_tokenizer.regex_split_with_offsets(context, _RE_SQUAD_WHITESPACE)
     keys = tf.bitwise.left_shift(word_begin.value_rowids(), 32) + word_begin.flat_values
     first = tf.searchsorted(keys, tf.bitwise.left_shift(rows, 32) + tf.cast(begin_byte, tf.int64),
                             side="right") - 1
@@ -270,8 +274,9 @@ class SquadServer(tf.Module):
     hi = tf.searchsorted(token_keys, tf.bitwise.left_shift(rows, 32) + tf.cast(words_end, tf.int64))
     tok_chars = tf.gather(token_chars, hi) - tf.gather(token_chars, lo)
     unk = tf.concat([[0], tf.cumsum(tf.cast(tf.equal(doc.flat_values, self._unk_id), tf.int32))], 0)
-    first_piece, last_piece = tf.maximum(first_piece, 0), tf.maximum(last_piece, 0)
-    has_unk = tf.gather(unk, last_piece + 1) > tf.gather(unk, first_piece)
+    # Clipped: without a span the pieces are garbage, and a batch of empty contexts has no pieces at all.
+    first_piece, last_piece = tf.maximum(first_piece, 0), tf.minimum(tf.maximum(last_piece, 0), tf.size(unk) - 2)
+    has_unk = tf.gather(unk, last_piece + 1) > tf.gather(unk, tf.minimum(first_piece, tf.size(unk) - 1))
     whole_words = has_span & ((orig_chars != tok_chars) | has_unk)
     return tf.where(whole_words, words_begin, begin_byte), tf.where(whole_words, words_end, end_byte)
 
@@ -325,6 +330,7 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   from bert_tf.tasks import squad_run
 
   serving.check_name_and_version(model_name, version)
+  serving.check_export_dir(export_dir, model_name)
   settings = dict(squad_run.read_settings(model_dir))
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)

@@ -95,6 +95,8 @@ def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", versi
   from bert_tf.export import serving
   from bert_tf.tasks import swag_run
 
+  serving.check_name_and_version(model_name, version)
+  serving.check_export_dir(export_dir, model_name)
   if not swag_run.is_model_dir(model_dir):
     raise FileNotFoundError(f"{model_dir}: no {swag_run.SETTINGS_NAME}; give a folder written by run_swag.py "
                             f"(<output_dir>/{swag_run.MODEL_DIR})")

@@ -263,6 +263,9 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
     if info["dtype"] not in dtypes:
       raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, not one of {sorted(dtypes)}")
     begin, end = info["data_offsets"]
+    if base + end > len(blob):
+      raise ValueError(f"{path}: tensor {name} ends at byte {base + end} but the file has {len(blob)}; the file is "
+                       "truncated (an interrupted download or copy?): fetch it again")
     dtype = np.dtype(dtypes[info["dtype"]]).newbyteorder("<")
     array = np.frombuffer(blob, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=base + begin)
     out[name] = array.reshape(info["shape"])
@@ -471,8 +474,15 @@ def load_hf(directory: str, dtype=None) -> Converted:
   config_path = os.path.join(directory, "config.json")
   if not tf.io.gfile.exists(config_path):
     raise FileNotFoundError(f"{directory}: no config.json; is this a Hugging Face model directory?")
-  with tf.io.gfile.GFile(config_path) as f:
-    config = hf_config_to_bert_config(json.load(f), source=config_path)
+  with tf.io.gfile.GFile(config_path, "rb") as f:
+    try:
+      values = json.loads(f.read().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise ValueError(f"{config_path}: not a JSON config ({e}); give the model's Hugging Face config.json") from None
+  if not isinstance(values, dict):
+    raise ValueError(f"{config_path}: a JSON {type(values).__name__}, not an object; give the model's Hugging Face "
+                     "config.json")
+  config = hf_config_to_bert_config(values, source=config_path)
   weights, unused = hf_to_tf1_names(read_hf_state(directory))
   converted = from_tf1_weights(weights, config, source=directory, vocab_file=_vocab_beside(directory),
                                dtype=dtype, config_source=config_path)

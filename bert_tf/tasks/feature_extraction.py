@@ -77,12 +77,16 @@ def read_examples(input_file: str) -> list[InputExample]:
   examples = []
   # GFile's readline, as the reference's: lines end at "\n" only and it drops every "\r" (Python's text mode
   # would split a line at a lone "\r").
-  with tf.io.gfile.GFile(input_file, "r") as reader:
+  with tf.io.gfile.GFile(input_file, "rb") as reader:
     while True:
-      line = reader.readline()
-      if not line:
+      raw = reader.readline()
+      if not raw:
         break
-      line = line.strip()
+      try:
+        line = raw.decode("utf-8").replace("\r", "").strip()
+      except UnicodeDecodeError as e:
+        raise ValueError(f"--input_file={input_file}:{len(examples) + 1}: not valid UTF-8 ({e.reason} at byte "
+                         f"{e.start} of the line); re-encode the file as UTF-8") from None
       match = _PAIR.match(line)
       text_a, text_b = (line, None) if match is None else (match.group(1), match.group(2))
       examples.append(InputExample(len(examples), text_a, text_b))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from typing import Callable
 
 import keras
@@ -39,6 +40,7 @@ from bert_tf.model.layers import Dropout16, truncated_normal
 from bert_tf.tasks import feature_choice
 from bert_tf.tasks import ner_finetuning as nf
 from bert_tf.tasks.classification import feature_file_key, read_description
+from bert_tf.training import run_lock
 
 LAYERS_KEY = "layers"  # the cached input's entry: float32 [B, T, L + 1, H]
 
@@ -190,7 +192,8 @@ def write_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, path: str
     outputs = encoder(select_inputs(batch, INPUT_NAMES, "write_layer_file"), training=False)
     return tf.cast(tf.stack(feature_choice.stacked_outputs(outputs), axis=2), tf.float32)  # [B, T', L+1, H]
 
-  writer = records.TFRecordFileWriter(path)
+  # Named after this process: the next run removes what a killed one left (`cached_layer_file`).
+  writer = records.TFRecordFileWriter(path, owner=run_lock.owner_tag())
   count = words = 0
   try:
     for batch in dataset:
@@ -226,6 +229,9 @@ def cached_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, features
   info = read_description(path, LayerFile)
   if info is not None:
     return info, True
+  if not fileio.is_remote(path):
+    for leftover in run_lock.remove_dead_leftovers(os.path.dirname(path), "."):
+      say(f"removed {leftover}, left by an interrupted run")
   return write_layer_file(encoder, windows, path, batch_size, fingerprint, say), False
 
 

@@ -210,8 +210,7 @@ def save_model(model, settings: dict, vocab_file: str, directory: str) -> str:
 
 
 def read_settings(directory: str) -> dict:
-  with fileio.open_file(os.path.join(directory, SETTINGS_NAME), "rb") as f:
-    return json.loads(f.read().decode("utf-8"))
+  return handoff.read_settings_file(os.path.join(directory, SETTINGS_NAME))
 
 
 def load_model(directory: str) -> tuple[nf.BertTokenClassifier | nfb.BertFeatureTagger, dict]:

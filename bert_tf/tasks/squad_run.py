@@ -206,8 +206,7 @@ def save_model(model: sf.BertSpanLabeler, settings: dict, vocab_file: str, direc
 
 
 def read_settings(directory: str) -> dict:
-  with fileio.open_file(os.path.join(directory, SETTINGS_NAME), "rb") as f:
-    return json.loads(f.read().decode("utf-8"))
+  return handoff.read_settings_file(os.path.join(directory, SETTINGS_NAME))
 
 
 def write_threshold(directory: str, threshold: float) -> None:

@@ -137,8 +137,7 @@ def save_model(model: sf.BertMultipleChoice, settings: dict, vocab_file: str, di
 
 
 def read_settings(directory: str) -> dict:
-  with fileio.open_file(os.path.join(directory, SETTINGS_NAME), "rb") as f:
-    return json.loads(f.read().decode("utf-8"))
+  return handoff.read_settings_file(os.path.join(directory, SETTINGS_NAME))
 
 
 def load_model(directory: str) -> sf.BertMultipleChoice:

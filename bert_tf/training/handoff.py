@@ -19,6 +19,7 @@ position. One loader reads them all. `load_encoder` (and
 
 from __future__ import annotations
 
+import json
 import os
 
 import tensorflow as tf
@@ -26,6 +27,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.errors import first_line
 
 ENCODER_CHECKPOINT_DIR = "encoder_checkpoint"
 ENCODER_SAVEDMODEL_DIR = "encoder_savedmodel"
@@ -430,7 +432,6 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
   cannot be `model`'s, or None when it can: the folder must hold `settings_name` (the settings file of
   `model`'s task) with `settings`' values (e.g. the same labels in the same order), and every head variable of
   `model`, with its shape."""
-  import json
 
   path = os.path.join(directory, settings_name)
   if not tf.io.gfile.exists(path):
@@ -456,14 +457,33 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
   return None if head else "this model has no head variables"
 
 
+def read_settings_file(path: str) -> dict:
+  """A task model's settings (squad.json, ner.json, swag.json): a JSON object, else a ValueError naming `path`."""
+  with fileio.open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    settings = json.loads(data.decode("utf-8"))
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: not valid JSON ({e}); the file is truncated or was edited by hand: write the "
+                     "model folder again (its run script's --do_train) or repair the file") from None
+  if not isinstance(settings, dict):
+    raise ValueError(f"{path}: a JSON {type(settings).__name__}, not an object of settings")
+  return settings
+
+
 def restore_task_model(model, directory: str, written_by: str) -> None:
   """Reads the weights of `save_task_model`'s folder `directory` into `model` (built, of the same task and
   config). A folder whose weights do not fit its bert_config.json is a ValueError naming `written_by` (e.g.
   "run_squad.py (<output_dir>/squad_model/)"), the tool that writes a matching one."""
   config_path = os.path.join(directory, CONFIG_NAME)
   prefix = os.path.join(directory, TASK_MODEL_PREFIX)
-  problem = object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
-  if problem:
-    raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not belong "
-                     f"together: use a folder written by {written_by}")
-  tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  try:
+    problem = object_checkpoint_mismatch(model.encoder, prefix, root="model/encoder")
+    if problem:
+      raise ValueError(f"{prefix}: does not match {config_path}: {problem}; the files of {directory} do not "
+                       f"belong together: use a folder written by {written_by}")
+    tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched().expect_partial()
+  except (IndexError, tf.errors.OpError) as e:
+    # A truncated model.data-* reads as "Read less bytes than requested" (IndexError) or a DataLossError.
+    raise ValueError(f"{prefix}: its weights cannot be read ({first_line(e)}); the folder is truncated or "
+                     f"corrupt: write it again with {written_by}") from None

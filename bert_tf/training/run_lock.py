@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import sys
 import threading
 import time
+import zlib
 
 from absl import logging
 
@@ -56,6 +59,35 @@ def _alive(pid: int, process_start: int | None) -> bool:
   except PermissionError:  # Another user's live process.
     return True
   return process_start is None or _process_start(pid) in (None, process_start)
+
+
+_OWNER = re.compile(r"owner-([0-9a-f]{8})-(\d+)")
+
+
+def owner_tag() -> str:
+  """`owner-<host hash>-<pid>`, for the name of a temporary file or folder this process writes, so that a later
+  run can remove it once this process is gone (`remove_dead_leftovers`)."""
+  return f"owner-{zlib.crc32(socket.gethostname().encode()):08x}-{os.getpid()}"
+
+
+def remove_dead_leftovers(directory: str, prefix: str) -> list[str]:
+  """Removes the entries of local `directory` named `prefix`... with an `owner_tag` of a process of this host that
+  is no longer running (killed mid-write); returns them. Other hosts' and live processes' entries stay."""
+  if not os.path.isdir(directory):
+    return []
+  host = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+  removed = []
+  for name in sorted(os.listdir(directory)):
+    found = _OWNER.search(name)
+    if not name.startswith(prefix) or not found or found.group(1) != host or _alive(int(found.group(2)), None):
+      continue
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      os.remove(path)
+    removed.append(path)
+  return removed
 
 
 def is_chief_from_env() -> bool:
