@@ -78,9 +78,12 @@ class SwagServer(tf.Module):
     # One encoder batch for the four choices: [4B] pairs, choice-major, then [B, 4, T].
     first = tf.tile(sent1, [swag.NUM_CHOICES])
     second = tf.concat([tf.strings.join([sent2, ending], separator=" ") for ending in endings], axis=0)
+    from bert_tf.export import serving
+
     encoded = encode_graph(self.tokenizer, first, second, self._max_seq_length)  # int32 [4B, T]
     features = {name: tf.transpose(tf.reshape(value, [swag.NUM_CHOICES, -1, self._max_seq_length]), [1, 0, 2])
                 for name, value in encoded.items()}  # [B, 4, T]
+    features = serving.trim_padding(features)  # [B, 4, L]
     logits = tf.cast(self._model(features, training=False), tf.float32)  # [B, 4]
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
