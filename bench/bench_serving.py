@@ -103,13 +103,13 @@ def prepare(model: str, work_dir: str) -> dict[str, str]:
   return paths
 
 
-def _export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, export_dir: str) -> None:
+def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
+  """Our `BertClassifier` with the weights of an HF `BertForSequenceClassification` (config dict, state dict)."""
   import tensorflow as tf
 
-  from bert_tf.export import serving
   from bert_tf.model import convert
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.classification import BertClassifier, ClassifierSpec
+  from bert_tf.tasks.classification import BertClassifier
 
   config = convert.hf_config_to_bert_config(hf_config)
   weights, _ = convert.hf_to_tf1_names(state)
@@ -117,8 +117,15 @@ def _export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str,
   model = BertClassifier(config, len(LABELS), encoder=encoder)
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   model.classifier.set_weights([state["classifier.weight"].T, state["classifier.bias"]])
+  return model
+
+
+def _export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, export_dir: str) -> None:
+  from bert_tf.export import serving
+  from bert_tf.tasks.classification import ClassifierSpec
+
   spec = ClassifierSpec("MRPC", LABELS, is_pair=True, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True)
-  serving.export_classifier(model, spec, vocab_file, export_dir, "mrpc", version=1)
+  serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, "mrpc", version=1)
 
 
 def _export_onnx(hf_dir: str, config, path: str) -> None:
