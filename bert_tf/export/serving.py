@@ -153,8 +153,9 @@ class _ClassifierServer(tf.Module):
 
 # The serving functions pad a batch to its longest sequence rounded up to this, not to max_seq_length: a
 # batch-1 request of 20 tokens costs the encoder 24 positions, not 128 (about half the time for MiniLM at
-# 128; bench/README.md, "Serving speed"). Rounding up bounds the shapes the ops see (16 at T=128), which keeps
-# oneDNN's primitive cache warm; it costs at most 7 positions.
+# 128; bench/README.md, "Serving speed"). Rounding up bounds the number of shapes the ops see (16 at T=128):
+# fewer oneDNN primitives to create and cache, fewer compilations where a server turns XLA on; it costs at most
+# 7 positions.
 LENGTH_MULTIPLE = 8
 
 

@@ -68,6 +68,8 @@ class SwagServer(tf.Module):
     self.serve_text = tf.function(self._serve_text, input_signature=specs)
 
   def _serve_text(self, sent1, sent2, ending0, ending1, ending2, ending3):
+    from bert_tf.export import serving
+
     endings = [ending0, ending1, ending2, ending3]
     checks = [tf.debugging.assert_equal(tf.size(sent1), tf.size(text), message=f"{name} must hold as many "
                                         "examples as sent1 (one of each input per example)")
@@ -78,8 +80,6 @@ class SwagServer(tf.Module):
     # One encoder batch for the four choices: [4B] pairs, choice-major, then [B, 4, T].
     first = tf.tile(sent1, [swag.NUM_CHOICES])
     second = tf.concat([tf.strings.join([sent2, ending], separator=" ") for ending in endings], axis=0)
-    from bert_tf.export import serving
-
     encoded = encode_graph(self.tokenizer, first, second, self._max_seq_length)  # int32 [4B, T]
     features = {name: tf.transpose(tf.reshape(value, [swag.NUM_CHOICES, -1, self._max_seq_length]), [1, 0, 2])
                 for name, value in encoded.items()}  # [B, 4, T]
