@@ -1,6 +1,7 @@
 r"""Serving speed as users serve: raw text in, probabilities out, tokenization included.
 
-Sides (each in its own process, `--threads` CPU threads, timed in interleaved rounds):
+Sides (each in its own process, `--threads` CPU threads, timed in interleaved rounds; lists of --threads and
+--inter_threads run each side once per setting):
 
   tf          this project's classifier SavedModel (`serving.export_classifier`), `tf.saved_model.load` and its
               `serving_default` signature: sentences in (the tokenizer runs in the graph).
@@ -233,11 +234,13 @@ def worker(side: str, paths: dict[str, str], threads: int, inter_threads: int) -
 
 
 class Worker:
-  def __init__(self, side: str, model: str, args):
+  """One side's process, `threads` intra-op and `inter_threads` inter-op threads; `name` labels its results."""
+
+  def __init__(self, side: str, model: str, args, threads: int, inter_threads: int, name: str):
     command = [sys.executable, os.path.abspath(__file__), f"--worker={side}", f"--model={model}",
-               f"--work_dir={args.work_dir}", f"--threads={args.threads}", f"--inter_threads={args.inter_threads}"]
+               f"--work_dir={args.work_dir}", f"--threads={threads}", f"--inter_threads={inter_threads}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false")
-    self.side = side
+    self.side = name
     self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
   def run(self, pairs, batch_size: int) -> dict:
@@ -257,7 +260,9 @@ class Worker:
 
 
 def bench_model(model: str, pairs: list, args) -> dict:
-  workers = [Worker(side, model, args) for side in args.sides]
+  settings = [(t, i) for t in args.threads for i in args.inter_threads]
+  workers = [Worker(side, model, args, t, i, side if len(settings) == 1 else f"{side} {t}x{i}")
+             for side in args.sides for t, i in settings]
   try:
     warm = pairs[:args.warmup]
     for w in workers:  # Untimed: loading, tracing, the first call of each shape.
@@ -278,9 +283,9 @@ def bench_model(model: str, pairs: list, args) -> dict:
   finally:
     for w in workers:
       w.close()
-  reference = answers[args.sides[0]][0]
+  reference = answers[workers[0].side][0]
   results = {}
-  for side in args.sides:
+  for side in answers:
     ms = np.array(latency[side]) * 1000
     one, batched = answers[side]
     results[side] = {
@@ -316,17 +321,26 @@ def main(argv=None) -> None:
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--warmup", type=int, default=64, help="pairs run untimed at batch 1 and batch_size first")
-  parser.add_argument("--threads", type=int, default=2, help="intra-op threads of every side")
-  parser.add_argument("--inter_threads", type=int, default=1, help="inter-op threads of every side")
+  parser.add_argument("--threads", default="2", help="intra-op threads of every side; a comma-separated list "
+                      "runs each side once per value (labelled '<side> <threads>x<inter_threads>')")
+  parser.add_argument("--inter_threads", default="1", help="inter-op threads of every side; a list as --threads")
   parser.add_argument("--smoke", action="store_true", help="16 pairs, 1 round, warmup 8")
   parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
   parser.add_argument("--model", choices=MODELS, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   args.work_dir = os.path.abspath(args.work_dir)
+  try:
+    args.threads, args.inter_threads = [[int(v) for v in flag.split(",")] for flag in (args.threads,
+                                                                                        args.inter_threads)]
+    if min(args.threads + args.inter_threads) < 1:
+      raise ValueError
+  except ValueError:
+    raise SystemExit("error: --threads and --inter_threads: give positive integers, comma-separated") from None
   if args.worker:
     root = os.path.join(args.work_dir, args.model)
     worker(args.worker, {"hf": os.path.join(root, "hf"), "export": os.path.join(root, "export"),
-                         "onnx": os.path.join(root, "model_optimized.onnx")}, args.threads, args.inter_threads)
+                         "onnx": os.path.join(root, "model_optimized.onnx")}, args.threads[0],
+           args.inter_threads[0])
     return
   if args.smoke:
     args.requests, args.rounds, args.warmup = 16, 1, 8
