@@ -348,6 +348,57 @@ def test_savedmodel_alone_gives_the_keras_models_outputs(exported, tmp_path):
         np.testing.assert_allclose(np.array(replay["outputs"]["score"]), outputs, atol=1e-5)
 
 
+# -- Each batch at its own length -----------------------------------------------------------------------------
+
+
+def test_trim_padding_cuts_a_batch_after_its_longest_sequence_rounded_up():
+  def lengths_after(masks, multiple):
+    mask = tf.constant(masks, tf.int32, shape=np.shape(masks) if len(masks) else [0, T])
+    features = {"input_ids": mask * 7, "input_mask": mask, "segment_ids": mask}
+    trimmed = serving.trim_padding(features, multiple)
+    for name in INPUT_NAMES:
+      assert trimmed[name].numpy().tolist() == features[name].numpy()[..., :trimmed[name].shape[-1]].tolist()
+    return trimmed["input_mask"].shape
+
+  def row(length):
+    return [1] * length + [0] * (T - length)
+
+  assert lengths_after([row(3), row(5)], 8) == [2, 8]
+  assert lengths_after([row(3), row(5)], 3) == [2, 6]
+  assert lengths_after([row(3), row(5)], 1) == [2, 5]
+  assert lengths_after([row(9)], 8) == [1, T]  # 16, but never more than the padded length
+  assert lengths_after([row(T)], 1) == [1, T]
+  assert lengths_after([[1, 0, 1] + [0] * (T - 3)], 1) == [1, 3]  # up to the last real token, holes kept
+  assert lengths_after([[0] * T], 4) == [1, 4]  # no real token: one position, rounded up
+  assert lengths_after([], 8) == [0, 8]  # an empty batch
+  assert lengths_after([[row(2)] * 4, [row(6)] * 4, [row(1)] * 4], 1) == [3, 4, 6]  # SWAG's [B, 4, T]
+
+
+def test_a_batch_1_request_runs_at_its_own_length_with_the_padded_outputs(exported):
+  """The encoder sees [1, 8] for a 5-token pair (not [1, T]), and the probabilities equal the Keras model's on
+  the training-time encoding padded to T."""
+  model, spec, _ = exported["nli"]
+  server = serving._ClassifierServer(model, spec, exported["vocab"])  # pylint: disable=protected-access
+  seen = []
+
+  def recording_model(features, training):
+    seen.append(features["input_ids"].shape.as_list())
+    return model(features, training=training)
+
+  object.__setattr__(server, "_model", recording_model)  # the server keeps its model out of tracking this way
+  requests = [[("dog", "cat")], [("dog", "cat"), ("The dog sat on the mat.", "A cat.")]]
+  tf.config.run_functions_eagerly(True)  # concrete shapes inside the serving function
+  try:
+    outputs = [server.serve_text(tf.constant([a for a, _ in r]), tf.constant([b for _, b in r])) for r in requests]
+  finally:
+    tf.config.run_functions_eagerly(False)
+  assert keras_features(exported["vocab"], spec, requests[0])["input_mask"].sum() == 5
+  assert seen == [[1, 8], [2, T]]  # 5 tokens -> 8; a longest of more than 8 -> 16, at most T = 11
+  for request, output in zip(requests, outputs):
+    np.testing.assert_allclose(output["probabilities"].numpy(), softmax(_keras_outputs(exported, "nli", request)),
+                               atol=1e-6, rtol=0)
+
+
 # -- Malformed requests: errors or truncation, never a crash --------------------------------------------------
 
 

@@ -109,6 +109,8 @@ class NerServer(tf.Module):
     return {"label_id": tf.argmax(logits, axis=-1, output_type=tf.int32), "logits": logits}
 
   def _serve_text(self, text):
+    from bert_tf.export import serving
+
     batch = tf.size(text, out_type=tf.int64)
     T = self._max_seq_length  # pylint: disable=invalid-name
     budget = T - 2
@@ -156,9 +158,11 @@ class NerServer(tf.Module):
     # One all-padding row more, so that the model never sees an empty batch (a request of empty texts).
     ids = tf.concat([ids, tf.ragged.constant([[self._cls_id, self._sep_id]], tf.int64)], axis=0)
     input_ids, input_mask = tf_text.pad_model_inputs(ids, T)
-    logits = self._model({"input_ids": tf.cast(input_ids, tf.int32), "input_mask": tf.cast(input_mask, tf.int32),
-                          "segment_ids": tf.zeros_like(input_ids, tf.int32)}, training=False)  # [C + 1, T, K]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [C + 1, T]
+    features = serving.trim_padding({"input_ids": tf.cast(input_ids, tf.int32),
+                                     "input_mask": tf.cast(input_mask, tf.int32),
+                                     "segment_ids": tf.zeros_like(input_ids, tf.int32)})  # [C + 1, L]
+    logits = self._model(features, training=False)  # [C + 1, L, K]
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [C + 1, L]
     position = 1 + tf.gather(left, centre_of_word) + word_start - tf.gather(lo, centre_of_word)  # [N]
     label = tf.gather_nd(predicted, tf.stack([centre_of_word, position], axis=1))  # int32 [N]
 

@@ -68,6 +68,8 @@ class SwagServer(tf.Module):
     self.serve_text = tf.function(self._serve_text, input_signature=specs)
 
   def _serve_text(self, sent1, sent2, ending0, ending1, ending2, ending3):
+    from bert_tf.export import serving
+
     endings = [ending0, ending1, ending2, ending3]
     checks = [tf.debugging.assert_equal(tf.size(sent1), tf.size(text), message=f"{name} must hold as many "
                                         "examples as sent1 (one of each input per example)")
@@ -81,6 +83,7 @@ class SwagServer(tf.Module):
     encoded = encode_graph(self.tokenizer, first, second, self._max_seq_length)  # int32 [4B, T]
     features = {name: tf.transpose(tf.reshape(value, [swag.NUM_CHOICES, -1, self._max_seq_length]), [1, 0, 2])
                 for name, value in encoded.items()}  # [B, 4, T]
+    features = serving.trim_padding(features)  # [B, 4, L]
     logits = tf.cast(self._model(features, training=False), tf.float32)  # [B, 4]
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
