@@ -59,7 +59,7 @@ LABELS = ("0", "1")  # MRPC's
 
 def read_pairs(data_dir: str, count: int) -> list[tuple[str, str]]:
   """The first `count` sentence pairs of MRPC's train.tsv, with the project's GLUE reader."""
-  from bert_tf.tasks import glue
+  from bert_tf.tasks.classification import glue as glue
 
   examples = glue.read_examples("MRPC", data_dir, "train").examples
   if len(examples) < count:
@@ -110,7 +110,7 @@ def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
 
   from bert_tf.model import convert
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.classification import BertClassifier
+  from bert_tf.tasks.classification.classifier import BertClassifier
 
   config = convert.hf_config_to_bert_config(hf_config)
   weights, _ = convert.hf_to_tf1_names(state)
@@ -123,7 +123,7 @@ def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
 
 def _export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, export_dir: str) -> None:
   from bert_tf.export import serving
-  from bert_tf.tasks.classification import ClassifierSpec
+  from bert_tf.tasks.classification.classifier import ClassifierSpec
 
   spec = ClassifierSpec("MRPC", LABELS, is_pair=True, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True)
   serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, "mrpc", version=1)

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.classification: pair encoding (Python and in-graph), feature files, the classifier model and task."""
+"""bert_tf.tasks.classification.classifier: pair encoding (Python and in-graph), feature files, the classifier model and task."""
 
 import dataclasses
 import json
@@ -12,7 +12,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.data.tokenization import FullTokenizer
-from bert_tf.tasks import classification as c
+from bert_tf.tasks.classification import classifier as c
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "un", "##believ", "##able", ",", ".", "!", "a"]
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # ids: the=5, cat=6, ..., a=18

@@ -1,4 +1,4 @@
-"""Feature extraction (bert_tf/tasks/feature_extraction.py, scripts/extract_features.py): every value of every
+"""Feature extraction (bert_tf/tasks/features/extraction.py, scripts/extract_features.py): every value of every
 line against google-research's `extract_features.py` (PyPI bert-tensorflow 1.0.4, "the reference") on one tiny
 random BERT saved under google-research's TF1 names by our converter, and the up-front errors.
 
@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from bert_tf.config import BertConfig
-from bert_tf.tasks import classification
-from bert_tf.tasks import feature_extraction as fe
+from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.features import extraction as fe
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "extract_features.py")

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.glue_finetuning and scripts/run_classifier.py: fine-tune a tiny encoder on GLUE-format fixtures,
+"""bert_tf.tasks.classification.run and scripts/run_classifier.py: fine-tune a tiny encoder on GLUE-format fixtures,
 evaluate, predict in the submission format, reuse features, select among learning rates, reload for eval."""
 
 import csv
@@ -15,7 +15,7 @@ import pytest
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks import glue_finetuning as gf
+from bert_tf.tasks.classification import run as gf
 from bert_tf.training import finetuning
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "big", "small", "red", ",", "."]
@@ -211,7 +211,7 @@ def test_mixed_precision_and_xla_fine_tune_and_save_float32(tmp_path, pretrained
                    jit_compile=jit)
   summary = gf.run_classifier(config, say=lambda line: None)
   assert summary["train_steps"] == 2 and np.isfinite(summary["train_history"][-1]["loss"])
-  from bert_tf.tasks import classification
+  from bert_tf.tasks.classification import classifier as classification
 
   model, spec, _ = classification.load_classifier(str(tmp_path / "out" / "classifier"))
   assert model.dtype_policy.name == "float32" and spec.labels == ("0", "1")

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.ner: the CoNLL-2003 reader on fixtures in the release's format (IOB1, -DOCSTART-, 4 columns)
+"""bert_tf.tasks.ner.data: the CoNLL-2003 reader on fixtures in the release's format (IOB1, -DOCSTART-, 4 columns)
 and copies' (IOB2, BIOES, 2 columns), scheme detection and conversion, bad input naming file:line, and the
 windows: labels on first pieces only, long sentences, document context."""
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from bert_tf.data.tokenization import FullTokenizer
-from bert_tf.tasks import ner
+from bert_tf.tasks.ner import data as ner
 
 # The release's layout and tags (IOB1): B-LOC only where two LOC entities touch (line 19).
 ORIGINAL = """-DOCSTART- -X- -X- O

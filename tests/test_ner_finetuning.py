@@ -1,4 +1,4 @@
-"""bert_tf.tasks.ner_finetuning: feature records, the shared input pipeline with dynamic padding of the labels,
+"""bert_tf.tasks.ner.model: feature records, the shared input pipeline with dynamic padding of the labels,
 the token classifier, its loss over first pieces only, and training and prediction through the shared trainer,
 on windows of test_ner's fixture (its 25-token vocabulary)."""
 
@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
-from bert_tf.tasks import ner
-from bert_tf.tasks import ner_finetuning as nf
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import model as nf
 from bert_tf.training import finetuning, optimization, trainer
 from test_ner import IOB2, ORIGINAL, VOCAB, write
 

@@ -25,7 +25,7 @@ from tensorflow_serving.apis import predict_pb2
 
 import training_helpers as th
 from bert_tf.export import requests, serving
-from bert_tf.tasks.classification import ClassifierSpec
+from bert_tf.tasks.classification.classifier import ClassifierSpec
 from test_serving import LABELS, T, export_words, tiny_classifier, write_vocab
 
 SCRIPT = "scripts/predict.py"

@@ -1,4 +1,4 @@
-"""scripts/run_ner.py (bert_tf.tasks.ner_run) end to end, as a user runs it: fresh processes in a working
+"""scripts/run_ner.py (bert_tf.tasks.ner.run) end to end, as a user runs it: fresh processes in a working
 directory, relative paths, a tiny encoder with bert-base-uncased's vocabulary, test_ner's fixture in the
 release's format (eng.train, eng.testa, eng.testb) and in a copy's (IOB2, test.txt)."""
 
@@ -12,7 +12,8 @@ import pytest
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks import ner, ner_metrics
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import metrics as ner_metrics
 from test_ner import ORIGINAL, conll_text, write
 
 T = 19

@@ -24,7 +24,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.export import serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification import BertClassifier, ClassifierSpec, encode, save_classifier
+from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, encode, save_classifier
 
 # Odd sizes, so that no two dimensions coincide: 29 tokens, T = 11, positions 16, K = 3 labels.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "cat", "sat", "on", "mat", "run",
@@ -676,7 +676,9 @@ def test_the_next_export_removes_what_a_killed_one_left(tmp_path):
 
 
 def test_an_export_dir_that_is_a_file_is_refused_before_anything_loads(tmp_path):
-  from bert_tf.export import ner_serving, squad_serving, swag_serving
+  from bert_tf.tasks.ner import serving as ner_serving
+  from bert_tf.tasks.squad import serving as squad_serving
+  from bert_tf.tasks.swag import serving as swag_serving
 
   (tmp_path / "file").write_text("x")
   for export_dir in (tmp_path / "file", tmp_path / "file" / "below"):

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from bert_tf.data import tokenization
-from bert_tf.tasks import squad
+from bert_tf.tasks.squad import data as squad
 
 DEV_V2 = "/work/shared/data/squad/dev-v2.0.json"
 

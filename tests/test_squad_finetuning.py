@@ -1,4 +1,4 @@
-"""bert_tf.tasks.squad_finetuning: feature records, the span labeller, its loss, and training and prediction
+"""bert_tf.tasks.squad.model: feature records, the span labeller, its loss, and training and prediction
 through the shared trainer and `finetuning.predict`, on windows of the corner-case fixture of test_squad."""
 
 import json
@@ -11,8 +11,8 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.tasks import squad
-from bert_tf.tasks import squad_finetuning as sf
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import model as sf
 from bert_tf.training import finetuning, optimization, trainer
 from test_squad import build_fixture, write_json
 

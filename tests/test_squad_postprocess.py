@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from bert_tf.data import tokenization
-from bert_tf.tasks import squad
-from bert_tf.tasks import squad_postprocess as post
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import postprocess as post
 from test_squad import DEV_V2, build_fixture, dev_subset, write_json
 
 _REFERENCE_DRIVER = r"""

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.swag: the reader on files in the official CSV format (written here, rows of our own), its errors
+"""bert_tf.tasks.swag.data: the reader on files in the official CSV format (written here, rows of our own), its errors
 naming file and line, and the four sequences of an example."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 import pytest
 
 from bert_tf.data import tokenization
-from bert_tf.tasks import classification, swag
+from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.swag import data as swag
 
 REAL_VAL = "/work/shared/data/swag/val_first91.csv"  # the first 91 rows of the real val.csv, when present
 HEADER = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.swag_finetuning: feature records of four sequences per example, the [B, C, T] input pipeline with
+"""bert_tf.tasks.swag.model: feature records of four sequences per example, the [B, C, T] input pipeline with
 dynamic padding, the multiple-choice head, its loss, and training and prediction through the shared trainer and
 `finetuning.predict`. Tiny sizes, odd where they can be."""
 
@@ -12,8 +12,8 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.tasks import swag
-from bert_tf.tasks import swag_finetuning as sf
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import model as sf
 from bert_tf.training import finetuning, optimization, trainer
 
 T = 13  # max_seq_length

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.user_data, and run_classifier on your own files: CSV, TSV and JSON lines read alike; the task
+"""bert_tf.tasks.classification.user_data, and run_classifier on your own files: CSV, TSV and JSON lines read alike; the task
 (labels, pairs, metrics) comes from the files; every bad input stops before any work, naming file, line and
 column; a run fine-tunes, evaluates and predicts label strings (test_readme.py runs the script and exports)."""
 
@@ -9,7 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification, glue_finetuning as gf, metrics, user_data as ud
+from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.classification import run as gf
+from bert_tf.tasks.classification import metrics as metrics
+from bert_tf.tasks.classification import user_data as ud
 from bert_tf.training import finetuning
 from test_glue_finetuning import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)
 

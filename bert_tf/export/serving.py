@@ -64,7 +64,7 @@ from bert_tf import errors, fileio
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import requests as serving_requests
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
+from bert_tf.tasks.classification.classifier import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
                                           load_classifier)
 from bert_tf.training import checkpointing, handoff, run_lock
 

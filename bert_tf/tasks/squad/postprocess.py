@@ -42,7 +42,7 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.data import tokenization
-from bert_tf.tasks import squad
+from bert_tf.tasks.squad import data as squad
 
 # google-research's defaults (run_squad.py flags).
 N_BEST_SIZE = 20
@@ -164,7 +164,7 @@ def postprocess(examples: Sequence[squad.SquadExample], features: Iterable[squad
                 null_score_diff_threshold: float = NULL_SCORE_DIFF_THRESHOLD) -> Predictions:
   """Logits -> answers (the data of google-research's `write_predictions`, without writing it).
 
-  examples, features: as read and made by `bert_tf.tasks.squad` (evaluation features; a generator is fine).
+  examples, features: as read and made by `bert_tf.tasks.squad.data` (evaluation features; a generator is fine).
   results: feature unique_id -> (start_logits, end_logits), each float32 [T] (T = max_seq_length), the
     model's outputs for that feature.
   do_lower_case: the tokenizer's (used to align answer texts with the context, see `final_text`).

@@ -49,8 +49,9 @@ import tensorflow as tf
 from bert_tf.data import graph_tokenizer
 from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8, GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import squad, squad_postprocess
-from bert_tf.tasks import squad_finetuning as sf
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import model as sf
 
 TEXT_INPUTS = ("question", "context")
 # The whitespace that separates SQuAD's "doc tokens" (squad.split_context): the Python path joins the words of
@@ -327,7 +328,7 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one.
   """
   from bert_tf.export import serving
-  from bert_tf.tasks import squad_run
+  from bert_tf.tasks.squad import run as squad_run
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)

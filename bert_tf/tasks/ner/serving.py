@@ -50,8 +50,8 @@ import tensorflow_text as tf_text
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import ner_finetuning as nf
-from bert_tf.tasks.ner_metrics import split_tag
+from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner.metrics import split_tag
 
 TEXT_INPUT = "text"
 DEFAULT_WARMUP: tuple[dict[str, str], ...] = (
@@ -251,7 +251,7 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path."""
   from bert_tf.export import serving
-  from bert_tf.tasks import ner_run
+  from bert_tf.tasks.ner import run as ner_run
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)

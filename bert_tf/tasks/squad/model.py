@@ -37,8 +37,8 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
-from bert_tf.tasks.classification import feature_dataset, feature_file_key, file_fingerprint, read_description
-from bert_tf.tasks.squad import SquadFeatures
+from bert_tf.tasks.classification.classifier import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.squad.data import SquadFeatures
 from bert_tf.training import trainer
 
 # The schema, declared once: name -> (shape, in training records, in evaluation records); `T` is max_seq_length.

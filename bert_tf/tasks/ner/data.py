@@ -52,7 +52,7 @@ import re
 from typing import Iterator, Sequence
 
 from bert_tf import fileio
-from bert_tf.tasks.ner_metrics import OUTSIDE, entities, split_tag
+from bert_tf.tasks.ner.metrics import OUTSIDE, entities, split_tag
 
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 LABEL_SCHEMES = ("IOB2", "BIOES")

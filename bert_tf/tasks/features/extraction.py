@@ -35,7 +35,7 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.tasks import classification
+from bert_tf.tasks.classification import classifier as classification
 
 GELU_FORMS = ("auto", "erf", "tanh")
 # A line is a pair when it has " ||| " in it; the greedy first group makes the last one the separator.

@@ -30,8 +30,8 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
-from bert_tf.tasks.classification import feature_dataset, feature_file_key, file_fingerprint, read_description
-from bert_tf.tasks.ner import NerWindow
+from bert_tf.tasks.classification.classifier import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.ner.data import NerWindow
 from bert_tf.training import trainer
 
 # The schema, declared once: name -> shape ("T": max_seq_length, "": a scalar).

@@ -28,9 +28,9 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
-from bert_tf.tasks import swag
-from bert_tf.tasks import swag_finetuning as sf
-from bert_tf.tasks.classification import encode_graph
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import model as sf
+from bert_tf.tasks.classification.classifier import encode_graph
 
 TEXT_INPUTS = ("sent1", "sent2", *swag.ENDING_COLUMNS)
 DEFAULT_WARMUP: tuple[dict[str, str], ...] = (
@@ -96,7 +96,7 @@ def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", versi
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
   the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests."""
   from bert_tf.export import serving
-  from bert_tf.tasks import swag_run
+  from bert_tf.tasks.swag import run as swag_run
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)

@@ -35,7 +35,7 @@ import os
 from collections.abc import Iterator
 
 from bert_tf import fileio
-from bert_tf.tasks import user_data
+from bert_tf.tasks.classification import user_data as user_data
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -150,7 +150,7 @@ def read_split(data_dir: str, split: str) -> SwagReadResult:
 def encode_example(tokenizer, example: SwagExample, max_seq_length: int) -> list:
   """The four sequences of `example` -> four `classification.EncodedExample`s of `max_seq_length` ids.
   `tokenizer` is a `FullTokenizer`."""
-  from bert_tf.tasks.classification import encode
+  from bert_tf.tasks.classification.classifier import encode
 
   return [encode(tokenizer, first, second, max_seq_length) for first, second in example.pairs()]
 

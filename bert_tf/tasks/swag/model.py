@@ -33,8 +33,8 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
-from bert_tf.tasks import swag
-from bert_tf.tasks.classification import (ClassificationTask, feature_dataset, feature_file_key, file_fingerprint,
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.classification.classifier import (ClassificationTask, feature_dataset, feature_file_key, file_fingerprint,
                                           read_description)
 
 # The schema, declared once: name -> shape ("CT": [num_choices, max_seq_length], "": a scalar); all int64.

@@ -37,8 +37,8 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import swag
-from bert_tf.tasks import swag_finetuning as sf
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import model as sf
 from bert_tf.training import distribute, finetuning, handoff
 
 MODEL_DIR = "swag_model"  # under --output_dir
@@ -282,7 +282,7 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
       summary["predictions"] = write_predictions(config.output_dir, examples, sf.probabilities(logits))
       say(f"SWAG test: {len(examples)} predictions -> {summary['predictions']}")
   if config.export_dir and chief:
-    from bert_tf.export import swag_serving
+    from bert_tf.tasks.swag import serving as swag_serving
 
     summary["export"] = swag_serving.export_swag(model_dir, config.export_dir, config.model_name)
     say(f"exported the SavedModel to {summary['export']}")

@@ -37,9 +37,9 @@ from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
-from bert_tf.tasks import feature_choice
-from bert_tf.tasks import ner_finetuning as nf
-from bert_tf.tasks.classification import feature_file_key, read_description
+from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.classification.classifier import feature_file_key, read_description
 from bert_tf.training import run_lock
 
 LAYERS_KEY = "layers"  # the cached input's entry: float32 [B, T, L + 1, H]

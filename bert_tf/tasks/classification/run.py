@@ -31,7 +31,10 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.tasks import classification, glue, metrics, user_data
+from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.classification import glue as glue
+from bert_tf.tasks.classification import metrics as metrics
+from bert_tf.tasks.classification import user_data as user_data
 from bert_tf.training import distribute, finetuning
 
 

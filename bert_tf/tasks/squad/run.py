@@ -37,8 +37,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import squad, squad_metrics, squad_postprocess
-from bert_tf.tasks import squad_finetuning as sf
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import model as sf
 from bert_tf.training import distribute, finetuning, handoff
 
 MODEL_DIR = "squad_model"  # under --output_dir
@@ -338,7 +340,7 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
   if config.predicting:
     _predict_and_evaluate(config, model, model_dir, stored, inputs, strategy, tokenizer, chief, summary, say)
   if config.export_dir and chief:
-    from bert_tf.export import squad_serving
+    from bert_tf.tasks.squad import serving as squad_serving
 
     summary["export"] = squad_serving.export_squad(model_dir, config.export_dir, config.model_name,
                                                    n_best_size=config.n_best_size,

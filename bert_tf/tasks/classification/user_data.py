@@ -46,7 +46,7 @@ from typing import Any
 
 from bert_tf import fileio
 from bert_tf.data import text_io
-from bert_tf.tasks import glue
+from bert_tf.tasks.classification import glue as glue
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "jsonl", ".jsonl": "jsonl"}
 TASK_TYPES = ("classification", "regression")

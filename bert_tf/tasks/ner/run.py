@@ -43,9 +43,11 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import feature_choice, ner, ner_metrics
-from bert_tf.tasks import ner_feature_based as nfb
-from bert_tf.tasks import ner_finetuning as nf
+from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import model as nf
 from bert_tf.training import distribute, finetuning, handoff
 
 MODEL_DIR = "ner_model"  # under --output_dir
@@ -381,7 +383,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     say(f"{conll.path}:\n" + ner_metrics.conlleval_report(evaluation).rstrip())
     summary[split] = values
   if config.export_dir and chief:
-    from bert_tf.export import ner_serving
+    from bert_tf.tasks.ner import serving as ner_serving
 
     summary["export"] = ner_serving.export_ner(model_dir, config.export_dir, config.model_name or "ner")
     say(f"exported the SavedModel to {summary['export']}")
