@@ -3,7 +3,7 @@ r"""Serving speed as users serve: raw text in, probabilities out, tokenization i
 Sides (each in its own process, `--threads` CPU threads, timed in interleaved rounds; lists of --threads and
 --inter_threads run each side once per setting):
 
-  tf          this project's classifier SavedModel (`serving.export_classifier`), `tf.saved_model.load` and its
+  tf          this project's classifier SavedModel (`classifier_serving.export_classifier`), `tf.saved_model.load` and its
               `serving_default` signature: sentences in (the tokenizer runs in the graph).
   tf_session  the same SavedModel through the TF1 session loader (`tf.compat.v1.saved_model.loader.load`), the
               path TensorFlow Serving takes.
@@ -122,11 +122,11 @@ def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
 
 
 def _export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, export_dir: str) -> None:
-  from bert_tf.export import serving
+  from bert_tf.tasks.classification import serving as classifier_serving
   from bert_tf.tasks.classification.classifier import ClassifierSpec
 
   spec = ClassifierSpec("MRPC", LABELS, is_pair=True, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True)
-  serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, "mrpc", version=1)
+  classifier_serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, "mrpc", version=1)
 
 
 def _export_onnx(hf_dir: str, config, path: str) -> None:

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.export import serving
+from bert_tf.tasks.classification import serving as classifier_serving
 from bert_tf.tasks.ner import serving as ner_serving
 from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.tasks.swag import serving as swag_serving
@@ -72,7 +73,7 @@ def exports(tmp_path_factory):
   vocab = write_vocab(root)
   export_dir = str(root / "export")
   keras.utils.set_random_seed(5)
-  paths = {"classifier": serving.export_classifier(
+  paths = {"classifier": classifier_serving.export_classifier(
       tiny_classifier(len(LABELS)), ClassifierSpec("nli", LABELS, True, CLASSIFIER_T, True), vocab, export_dir,
       "nli")}
   squad_settings = {"max_seq_length": SQUAD_T, "doc_stride": 4, "max_query_length": 5, "do_lower_case": True,

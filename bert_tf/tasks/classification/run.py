@@ -422,11 +422,11 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
   if config.do_predict:
     summary["predictions"] = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
   if config.export_dir and distribute.is_chief(strategy):
-    from bert_tf.export import serving
+    from bert_tf.tasks.classification import serving as classifier_serving
 
     classifier_dir = (os.path.join(config.output_dir, "classifier") if config.do_train
                       else config.finetuning.init_checkpoint)
-    summary["export"] = serving.export_from_directory(classifier_dir, config.export_dir,
+    summary["export"] = classifier_serving.export_from_directory(classifier_dir, config.export_dir,
                                                       config.model_name or task.name.lower())
     say(f"exported the SavedModel to {summary['export']}")
   summary.pop("model", None)

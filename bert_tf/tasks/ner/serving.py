@@ -68,7 +68,7 @@ class NerServer(tf.Module):
   Args:
     model: the fine-tuned tagger (float32).
     vocab_file: its vocabulary.
-    settings: the model's ner.json (`ner_run.read_settings`): labels, max_seq_length, do_lower_case.
+    settings: the model's ner.json (`folder.read_settings`): labels, max_seq_length, do_lower_case.
   """
 
   def __init__(self, model: nf.BertTokenClassifier, vocab_file: str, settings: Mapping[str, Any]):
@@ -251,16 +251,16 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path."""
   from bert_tf.export import serving
-  from bert_tf.tasks.ner import run as ner_run
+  from bert_tf.tasks.ner import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
-  if not ner_run.is_model_dir(model_dir):
-    raise FileNotFoundError(f"{model_dir}: no {ner_run.SETTINGS_NAME}; give a folder written by run_ner.py "
-                            f"(<output_dir>/{ner_run.MODEL_DIR})")
-  settings = ner_run.read_settings(model_dir)
+  if not folder.is_model_dir(model_dir):
+    raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_ner.py "
+                            f"(<output_dir>/{folder.MODEL_DIR})")
+  settings = folder.read_settings(model_dir)
   vocab_file = os.path.join(model_dir, "vocab.txt")
-  model, _ = ner_run.load_model(model_dir)
+  model, _ = folder.load_model(model_dir)
   server = NerServer(model, vocab_file, settings)
   manifest = {"task": "ner", "task_kind": "ner", "labels": list(settings["labels"]),
               "label_scheme": settings["label_scheme"], "types": list(settings["types"]),

@@ -70,7 +70,7 @@ class SquadServer(tf.Module):
   Args:
     model: the fine-tuned span labeller (float32).
     vocab_file: its vocabulary.
-    settings: the model's squad.json (`squad_run.read_settings`): max_seq_length, doc_stride, max_query_length,
+    settings: the model's squad.json (`folder.read_settings`): max_seq_length, doc_stride, max_query_length,
       do_lower_case, version_2_with_negative, null_score_diff_threshold.
     n_best_size, max_answer_length: span selection, as google-research's flags.
   """
@@ -328,15 +328,15 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one.
   """
   from bert_tf.export import serving
-  from bert_tf.tasks.squad import run as squad_run
+  from bert_tf.tasks.squad import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
-  settings = dict(squad_run.read_settings(model_dir))
+  settings = dict(folder.read_settings(model_dir))
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)
   vocab_file = os.path.join(model_dir, "vocab.txt")
-  model = squad_run.load_model(model_dir)
+  model = folder.load_model(model_dir)
   server = SquadServer(model, vocab_file, settings, n_best_size, max_answer_length)
   manifest = {
       "task": "squad", "task_kind": "squad",

@@ -47,7 +47,7 @@ class SwagServer(tf.Module):
   Args:
     model: the fine-tuned model (float32).
     vocab_file: its vocabulary.
-    settings: the model's swag.json (`swag_run.read_settings`): max_seq_length, do_lower_case.
+    settings: the model's swag.json (`folder.read_settings`): max_seq_length, do_lower_case.
   """
 
   def __init__(self, model: sf.BertMultipleChoice, vocab_file: str, settings: Mapping):
@@ -96,16 +96,16 @@ def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", versi
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
   the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests."""
   from bert_tf.export import serving
-  from bert_tf.tasks.swag import run as swag_run
+  from bert_tf.tasks.swag import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
-  if not swag_run.is_model_dir(model_dir):
-    raise FileNotFoundError(f"{model_dir}: no {swag_run.SETTINGS_NAME}; give a folder written by run_swag.py "
-                            f"(<output_dir>/{swag_run.MODEL_DIR})")
-  settings = swag_run.read_settings(model_dir)
+  if not folder.is_model_dir(model_dir):
+    raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_swag.py "
+                            f"(<output_dir>/{folder.MODEL_DIR})")
+  settings = folder.read_settings(model_dir)
   vocab_file = os.path.join(model_dir, "vocab.txt")
-  server = SwagServer(swag_run.load_model(model_dir), vocab_file, settings)
+  server = SwagServer(folder.load_model(model_dir), vocab_file, settings)
   manifest = {"task": "swag", "task_kind": "multiple_choice", "num_choices": swag.NUM_CHOICES,
               "inputs": list(TEXT_INPUTS), "max_seq_length": int(settings["max_seq_length"]),
               "do_lower_case": bool(settings["do_lower_case"])}
