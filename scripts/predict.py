@@ -100,7 +100,7 @@ def _has_header(path: str, columns: dict[str, str]) -> bool:
 
   with fileio.open_file(path, "r") as f:
     first = next((line for line in f if line.strip()), "")
-  return bool(set(first.rstrip("\r\n").split("\t")) & set(columns.values()))
+  return bool(set(first.lstrip("\ufeff").rstrip("\r\n").split("\t")) & set(columns.values()))
 
 
 def _instances(source: str, input_names: list[str] | None) -> list[dict]:
