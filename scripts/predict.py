@@ -17,8 +17,10 @@ Examples come one way: --sentence1/--sentence2 (a classifier), --question/--cont
 objects of any signature's inputs) or --input_file. Your own test file (CSV or TSV with a header row, as
 run_classifier.py reads it) works as it is: name its text columns with --text_a_column / --text_b_column:
 
-  python scripts/predict.py --saved_model_dir=export/reviews --input_file=test.csv --text_a_column=review With --saved_model_dir they are checked against the
-signature's inputs (from the export's manifest) before the model is loaded.
+  python scripts/predict.py --saved_model_dir=export/reviews --input_file=test.csv --text_a_column=review
+
+With --saved_model_dir the examples are checked against the signature's inputs (from the export's manifest)
+before the model is loaded.
 """
 
 import json
