@@ -68,6 +68,8 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   done = _run(workdir, *TRAIN)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "IOB1 tags, types LOC, MISC, ORG, PER" in done.stderr
+  # Each file's features made once, the dev file's for all its evaluations (while training and at the end).
+  assert done.stderr.count(": wrote features") == 3 and "reusing" not in done.stderr
   out = workdir / "out"
   settings = json.loads((out / "ner_model" / "ner.json").read_text())
   assert settings["labels"] == list(ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2"))
@@ -134,3 +136,29 @@ def test_bad_input_stops_before_training_naming_file_and_line(workdir):
                     "same columns (word ... tag)"], result.stderr[-3000:]
   assert not (workdir / "bad_out" / "checkpoints").exists() and not (workdir / "bad_features").exists()
 
+
+
+def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(workdir):
+  from bert_tf.tasks import ner_run
+  from bert_tf.training import finetuning
+
+  def config(metric):
+    ft = finetuning.FinetuningConfig(output_dir=str(workdir / "metric_out"), init_checkpoint=str(workdir / "model"),
+                                     bert_config=finetuning.bert_config_for(None, str(workdir / "model")),
+                                     eval_every_steps=2, metric_for_best=metric)
+    return ner_run.NerConfig(data_dir=str(workdir / "conll"), vocab_file=str(workdir / "model" / "vocab.txt"),
+                             finetuning=ft, do_train=True, do_eval=True, max_seq_length=T)
+
+  config("PER_f1").validate()  # a type's score waits for the dev file
+  with pytest.raises(ValueError, match=r"^--metric_for_best=PER_support: this task reports f1, precision, recall, "):
+    config("PER_support").validate()
+  with pytest.raises(ValueError) as error:
+    ner_run.run_ner(config("DATE_f1"))
+  names = ("f1, precision, recall, accuracy, macro_f1, weighted_f1, "
+           + ", ".join(f"{kind}_{m}" for kind in ("LOC", "MISC", "ORG", "PER") for m in ("f1", "precision", "recall")))
+  assert str(error.value) == f"--metric_for_best=DATE_f1: evaluating on {workdir / 'conll' / 'eng.testa'} gives {names}"
+  assert not (workdir / "metric_out").exists()  # stopped before any work
+  # Every name offered is a score the evaluation gives, whatever was predicted (here: nothing).
+  conll = ner.parse_conll(ORIGINAL.encode(), "fixture")
+  values = ner_metrics.evaluate([s.tags for s in conll.sentences], [["O"] * len(s.tags) for s in conll.sentences])
+  assert set(ner_run.metric_names(conll.types)) <= set(values.as_dict())

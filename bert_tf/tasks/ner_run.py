@@ -53,8 +53,14 @@ SETTINGS_NAME = "ner.json"
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
 # conlleval's overall scores, headline (entity F1, --metric_for_best's default) first; per-type ones
-# (<TYPE>_f1) depend on the data.
+# (<TYPE>_f1, ...: `metric_names`) depend on the dev file.
 METRIC_NAMES = ("f1", "precision", "recall", "accuracy", "macro_f1", "weighted_f1")
+TYPE_METRICS = ("f1", "precision", "recall")
+
+
+def metric_names(types: tuple[str, ...]) -> tuple[str, ...]:
+  """--metric_for_best's choices on a dev file with entity `types`: METRIC_NAMES, then each type's scores."""
+  return METRIC_NAMES + tuple(f"{kind}_{name}" for kind in types for name in TYPE_METRICS)
 
 
 @dataclasses.dataclass
@@ -95,7 +101,10 @@ class NerConfig(finetuning.TaskRunConfig):
       raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
-    self.finetuning.check_evaluation(self.do_train, self.do_eval, METRIC_NAMES)
+    # A per-type score (PER_f1) is checked once the dev file is read (`check_metric_for_best`).
+    metric = self.finetuning.metric_for_best or ""
+    per_type = (metric,) if metric.rpartition("_")[0] and metric.rpartition("_")[2] in TYPE_METRICS else ()
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, METRIC_NAMES + per_type)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
@@ -145,6 +154,13 @@ def read_inputs(config: NerConfig, types: tuple[str, ...] | None = None,
     if split in inputs:
       ner.check_types(inputs[split], types, "the training file" if config.do_train else "the model")
   return inputs
+
+
+def check_metric_for_best(config: NerConfig, dev: ner.ConllFile) -> None:
+  """--metric_for_best among the scores evaluating on `dev` gives (per-type ones of the types in it)."""
+  metric, names = config.finetuning.metric_for_best, metric_names(dev.types)
+  if config.finetuning.eval_every_steps and metric is not None and metric not in names:
+    raise ValueError(f"--metric_for_best={metric}: evaluating on {dev.path} gives {', '.join(names)}")
 
 
 def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, say):
@@ -261,18 +277,25 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-            say) -> list[list[str]]:
-  """Each sentence's predicted tags, in the scheme of `conll`'s file."""
-  info, windows = _feature_file(config, conll, tokenizer, None, say)
+            say, kept: dict | None = None) -> list[list[str]]:
+  """Each sentence's predicted tags, in the scheme of `conll`'s file. `kept`: a run's dict for what its later
+  calls on `conll` reuse (evaluation while training): the windows and feature file, made or read once, and the
+  prediction function of `model` (and its encoder's cached layers), made once."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = _feature_file(config, conll, tokenizer, None, say)
+  if kept.get("model") is not model:
+    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length), layers=None)
+  info, windows = kept["features"]
   batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
   if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
-    layers = _layer_file(config, model.encoder, info, say)
-    dataset = nfb.layer_dataset(layers, batch_size, is_training=False, pad_to_batch=True)
+    kept["layers"] = kept["layers"] or _layer_file(config, model.encoder, info, say)
+    dataset = nfb.layer_dataset(kept["layers"], batch_size, is_training=False, pad_to_batch=True)
   else:
     dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
-  ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
+  ids = finetuning.predict(kept["outputs"], dataset, strategy,
                            description=f"predicting {conll.path}")  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
@@ -326,11 +349,14 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
   if settings is not None:
     _check_trained_mode(config, settings)
   inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
+  if "eval" in inputs:
+    check_metric_for_best(config, inputs["eval"])
   strategy = strategy or config.finetuning.strategy()
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)
   summary: dict = {"output_dir": config.output_dir}
+  kept: dict = {"eval": {}, "test": {}}  # each file's features and the compiled model, for all its predictions
   if config.do_train:
     import keras
 
@@ -341,7 +367,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     def evaluate(model):  # while training: conlleval's scores on the dev file
       dev = inputs["eval"]
       return ner_metrics.evaluate([s.tags for s in dev.sentences],
-                                  predict(model, config, dev, labels, strategy, tokenizer, say)).as_dict()
+                                  predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"])).as_dict()
 
     model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
     summary.update(trained)
@@ -365,7 +391,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       continue
     conll = inputs[split]
     start = time.perf_counter()
-    predicted = predict(model, config, conll, labels, strategy, tokenizer, say)
+    predicted = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
     seconds = time.perf_counter() - start
     evaluation = ner_metrics.evaluate([s.tags for s in conll.sentences], predicted)
     values = {**evaluation.as_dict(), f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
