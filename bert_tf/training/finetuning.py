@@ -281,11 +281,10 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s.
 
   The compiled step is kept for the same `model` (the same object) and `strategy`, and traced for `dataset`'s
-  element shapes with the batch size unknown: later calls (evaluation while training) and dynamically padded
-  batches (of lengths unknown in those shapes) trace nothing again.
+  element shapes (`element_spec`, where dynamic padding leaves lengths unknown): later calls (evaluation while
+  training) and batches of other lengths trace nothing again.
   """
-  step = _prediction_step(model, strategy).get_concrete_function(tf.nest.map_structure(
-      lambda s: tf.TensorSpec([None] + s.shape.as_list()[1:], s.dtype), dataset.element_spec))
+  step = _prediction_step(model, strategy).get_concrete_function(dataset.element_spec)
   outputs, real = [], []
   batches = int(dataset.cardinality().numpy())  # < 0 when unknown
   start = last_line = time.perf_counter()
