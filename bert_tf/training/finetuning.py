@@ -305,7 +305,8 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
 
 
 # The compiled prediction steps of the latest few (model, strategy) pairs: tracing a model again costs seconds at
-# every evaluation while training. Held weakly, so a finished run's model is not kept alive by its step.
+# every evaluation while training. A step holds its model weakly, so a finished run's model object is not kept
+# alive by it (its graph keeps the variables until the step is dropped, after _MAX_STEPS newer ones).
 _STEPS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, Callable]] = {}
 _MAX_STEPS = 4
 
@@ -327,7 +328,7 @@ def _prediction_step(model, strategy: tf.distribute.Strategy):
   def replica_fn(batch):
     return tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model_ref()(batch, training=False))
 
-  @tf.function(reduce_retracing=True)  # a dataset of other static shapes: traced again, for any shape
+  @tf.function  # traced once per element_spec (`predict`)
   def step(batch):
     if strategy.num_replicas_in_sync == 1:
       return [strategy.run(replica_fn, args=(batch,))]
