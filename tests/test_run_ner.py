@@ -68,6 +68,10 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   done = _run(workdir, *TRAIN)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "IOB1 tags, types LOC, MISC, ORG, PER" in done.stderr
+  # Each file's features made or read once, the dev file's for all its evaluations (while training and at the
+  # end); eng.testb, a copy of eng.testa, reuses its features.
+  reused = [line for line in done.stderr.splitlines() if "reusing features" in line]
+  assert done.stderr.count(": wrote features") == 2 and len(reused) == 1 and "eng.testb: reusing" in reused[0]
   out = workdir / "out"
   settings = json.loads((out / "ner_model" / "ner.json").read_text())
   assert settings["labels"] == list(ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2"))
@@ -190,9 +194,35 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
     ner_run.read_inputs(config(init=model, do_eval=True), entity_model)
   assert str(info.value) == (f"{tmp_path / 'pos' / 'dev.jsonl'}: holds plain tags (not entities), but the model "
                              f"({model}) has entity tags; give every file the same kind of tags")
-  with pytest.raises(ValueError, match="--metric_for_best=f1: this task reports accuracy, macro_f1, weighted_f1"):
+  with pytest.raises(ValueError, match="--metric_for_best=f1: evaluating on .*dev.jsonl gives accuracy, macro_f1, weighted_f1"):
     ner_run.run_ner(config(do_train=True, do_eval=True, eval_every_steps=2, metric_for_best="f1"), strategy)
   write(tmp_path / "pos" / "dev.jsonl", '{"tokens": ["a", "dog"], "tags": ["DT", "NN"]}\n')
   with pytest.raises(ValueError, match=r"dev.jsonl:1: column 'tags': unknown tag 'DT': the model \(.*\) has the "
                      r"tags \., CC, CD"):
     ner_run.run_ner(config(init=model, do_eval=True), strategy)
+
+
+def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(workdir):
+  from bert_tf.tasks import ner_run
+  from bert_tf.training import finetuning
+
+  def config(metric):
+    ft = finetuning.FinetuningConfig(output_dir=str(workdir / "metric_out"), init_checkpoint=str(workdir / "model"),
+                                     bert_config=finetuning.bert_config_for(None, str(workdir / "model")),
+                                     eval_every_steps=2, metric_for_best=metric)
+    return ner_run.NerConfig(data_dir=str(workdir / "conll"), vocab_file=str(workdir / "model" / "vocab.txt"),
+                             finetuning=ft, do_train=True, do_eval=True, max_seq_length=T)
+
+  config("PER_f1").validate()  # a type's score waits for the dev file
+  with pytest.raises(ValueError, match=r"^--metric_for_best=PER_support: this task reports f1, precision, recall, "):
+    config("PER_support").validate()
+  with pytest.raises(ValueError) as error:
+    ner_run.run_ner(config("DATE_f1"))
+  names = ("f1, precision, recall, accuracy, macro_f1, weighted_f1, "
+           + ", ".join(f"{kind}_{m}" for kind in ("LOC", "MISC", "ORG", "PER") for m in ("f1", "precision", "recall")))
+  assert str(error.value) == f"--metric_for_best=DATE_f1: evaluating on {workdir / 'conll' / 'eng.testa'} gives {names}"
+  assert not (workdir / "metric_out").exists()  # stopped before any work
+  # Every name offered is a score the evaluation gives, whatever was predicted (here: nothing).
+  conll = ner.parse_conll(ORIGINAL.encode(), "fixture")
+  values = ner_metrics.evaluate([s.tags for s in conll.sentences], [["O"] * len(s.tags) for s in conll.sentences])
+  assert set(ner_run.metric_names(conll.types)) <= set(values.as_dict())

@@ -59,16 +59,20 @@ SETTINGS_NAME = "ner.json"
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
 # conlleval's overall scores, headline (entity F1, --metric_for_best's default) first; per-type ones
-# (<TYPE>_f1) depend on the data.
+# (<TYPE>_f1, ...: `metric_names`) depend on the dev file.
 METRIC_NAMES = ("f1", "precision", "recall", "accuracy", "macro_f1", "weighted_f1")
 # A plain tag set's word-level scores (ner_metrics.evaluate_tags), headline (accuracy) first; per tag <TAG>_f1.
 PLAIN_METRIC_NAMES = ("accuracy", "macro_f1", "weighted_f1", "macro_precision", "macro_recall")
+TYPE_METRICS = ("f1", "precision", "recall")  # of each entity type: PER_f1, ...
 
 
-def metric_names(label_scheme: str) -> tuple[str, ...]:
-  """The overall scores a model with labels in `label_scheme` (IOB2, BIOES or ner.PLAIN) reports, headline
-  first (--metric_for_best's default)."""
-  return PLAIN_METRIC_NAMES if label_scheme == ner.PLAIN else METRIC_NAMES
+def metric_names(label_scheme: str, types: tuple[str, ...] = ()) -> tuple[str, ...]:
+  """The scores a model with labels in `label_scheme` (IOB2, BIOES or ner.PLAIN) reports, headline first
+  (--metric_for_best's default and choices): a plain tag set's word-level scores, or the entity scores and then
+  each of the entity `types`' f1, precision and recall."""
+  if label_scheme == ner.PLAIN:
+    return PLAIN_METRIC_NAMES
+  return METRIC_NAMES + tuple(f"{kind}_{name}" for kind in types for name in TYPE_METRICS)
 
 
 @dataclasses.dataclass
@@ -109,9 +113,12 @@ class NerConfig(finetuning.TaskRunConfig):
       raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
-    # auto: either kind's names until the files say which (`run_ner` checks again once they are read).
+    # auto: either kind's names until the files say which; a per-type score (PER_f1) waits for the dev file
+    # (`check_metric_for_best` checks again once the files are read).
+    metric = self.finetuning.metric_for_best or ""
+    per_type = (metric,) if metric.rpartition("_")[0] and metric.rpartition("_")[2] in TYPE_METRICS else ()
     names = {ner.PLAIN: PLAIN_METRIC_NAMES, "auto": tuple(dict.fromkeys(METRIC_NAMES + PLAIN_METRIC_NAMES))}
-    self.finetuning.check_evaluation(self.do_train, self.do_eval, names.get(self.tag_scheme, METRIC_NAMES))
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, names.get(self.tag_scheme, METRIC_NAMES) + per_type)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
@@ -193,6 +200,14 @@ def labels_of(train: ner.ConllFile, label_scheme: str) -> tuple[str, ...]:
   if train.scheme == ner.PLAIN:
     return ner.plain_labels([train])
   return ner.labels_for(train.types, label_scheme)
+
+
+def check_metric_for_best(config: NerConfig, dev: ner.ConllFile) -> None:
+  """--metric_for_best among the scores evaluating on `dev` gives (`metric_names` of the run's label scheme and
+  the dev file's entity types)."""
+  metric, names = config.finetuning.metric_for_best, metric_names(config.label_scheme, dev.types)
+  if config.finetuning.eval_every_steps and metric is not None and metric not in names:
+    raise ValueError(f"--metric_for_best={metric}: evaluating on {dev.path} gives {', '.join(names)}")
 
 
 def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, say):
@@ -309,19 +324,26 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-            say) -> list[list[str]]:
-  """Each sentence's predicted tags, in the scheme of `conll`'s file."""
-  info, windows = _feature_file(config, conll, tokenizer, None, say)
+            say, kept: dict | None = None) -> list[list[str]]:
+  """Each sentence's predicted tags, in the scheme of `conll`'s file. `kept`: a run's dict for what its later
+  calls on `conll` reuse (evaluation while training): the windows and feature file, made or read once, and the
+  prediction function of `model` (and its encoder's cached layers), made once."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = _feature_file(config, conll, tokenizer, None, say)
+  if kept.get("model") is not model:
+    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length), layers=None)
+  info, windows = kept["features"]
   batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
   if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
-    layers = _layer_file(config, model.encoder, info, say)
-    dataset = nfb.layer_dataset(layers, batch_size, is_training=False, pad_to_batch=True)
+    kept["layers"] = kept["layers"] or _layer_file(config, model.encoder, info, say)
+    dataset = nfb.layer_dataset(kept["layers"], batch_size, is_training=False, pad_to_batch=True)
   else:
     dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
-  ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
-                           description=f"predicting {conll.path}", num_examples=len(windows))  # [N, T]
+  ids = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {conll.path}",
+                           num_examples=len(windows))  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
                      "have it written again")
@@ -393,13 +415,15 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     config = dataclasses.replace(config, label_scheme=ner.PLAIN)
   elif settings is not None and settings["label_scheme"] != config.label_scheme:
     config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
-  config.finetuning.check_evaluation(config.do_train, config.do_eval, metric_names(config.label_scheme))
+  if "eval" in inputs:
+    check_metric_for_best(config, inputs["eval"])
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)
   summary: dict = {"output_dir": config.output_dir}
+  kept: dict = {"eval": {}, "test": {}}  # each file's features and the compiled model, for all its predictions
   if config.do_train:
     import keras
 
@@ -409,7 +433,8 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
 
     def evaluate(model):  # while training: the scores on the dev file (conlleval's, or word-level ones)
       dev = inputs["eval"]
-      return score(dev, predict(model, config, dev, labels, strategy, tokenizer, say), config.label_scheme)[0]
+      return score(dev, predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"]),
+                   config.label_scheme)[0]
 
     model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
     summary.update(trained)
@@ -431,7 +456,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       continue
     conll = inputs[split]
     start = time.perf_counter()
-    predicted = predict(model, config, conll, labels, strategy, tokenizer, say)
+    predicted = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
     seconds = time.perf_counter() - start
     scores, report = score(conll, predicted, config.label_scheme)
     values = {**scores, f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
