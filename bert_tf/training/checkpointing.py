@@ -92,6 +92,7 @@ class Checkpointer:
     path = self.latest()
     if path is None:
       return None
+    optional = [name for name in optional if name in self._items]
     saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)} if optional else set()
     missing = [name for name in optional if name not in saved]
     checkpoint = self.checkpoint
