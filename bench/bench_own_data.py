@@ -81,12 +81,11 @@ def write_csv(tsv_path: str, csv_path: str, limit: int = 0) -> int:
 
 
 def curve_table(results: dict) -> str:
-  lines = ["| step | dev accuracy | dev F1 (equivalent) | dev loss |", "|---|---|---|---|"]
+  """The dev curve as a markdown table: every evaluation's step (the kept one marked), accuracy and F1."""
+  lines = ["| step | dev accuracy | dev F1 (equivalent) |", "|---|---|---|"]
   for entry in results.get("eval_history", []):
     mark = " (kept)" if entry.get("step") == results.get("best_step") else ""
-    values = [entry.get(k) for k in ("accuracy", "f1", "eval_loss")]
-    shown = [f"{100 * v:.2f}" if isinstance(v, float) and k != "eval_loss" else
-             (f"{v:.4f}" if isinstance(v, float) else "-") for k, v in zip(("accuracy", "f1", "eval_loss"), values)]
+    shown = [f"{100 * entry[k]:.2f}" if isinstance(entry.get(k), float) else "-" for k in ("accuracy", "f1")]
     lines.append(f"| {entry.get('step')}{mark} | " + " | ".join(shown) + " |")
   return "\n".join(lines) + "\n"
 

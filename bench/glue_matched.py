@@ -94,7 +94,7 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
 
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.classification import classifier as classification
-  from bert_tf.tasks.classification import glue as glue
+  from bert_tf.tasks.classification import glue
   from bert_tf.tasks.classification import run as glue_finetuning
   from bert_tf.training import finetuning
 

@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_serving  # noqa: E402  pylint: disable=wrong-import-position
+import serving_classifier  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def op_count(concrete) -> int:
@@ -56,14 +57,14 @@ def main(argv=None) -> None:
 
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
-  paths = bench_serving.prepare(args.model, os.path.abspath(args.work_dir))
+  paths = bench_serving.prepare("classifier", args.model, os.path.abspath(args.work_dir))
   loaded = tf.saved_model.load(os.path.join(paths["export"], "mrpc", "1"))
   hf = transformers.BertForSequenceClassification.from_pretrained(paths["hf"])
-  model = bench_serving.our_classifier(hf.config.to_dict(),
-                                       {k: v.detach().numpy() for k, v in hf.state_dict().items()})
+  model = serving_classifier.our_classifier(hf.config.to_dict(),
+                                           {k: v.detach().numpy() for k, v in hf.state_dict().items()})
   del hf
   text_fn = loaded.signatures["serving_default"]
-  pairs = bench_serving.read_pairs(args.data_dir, args.requests)
+  pairs = serving_classifier.read_pairs(args.data_dir, args.requests)
   texts = [(tf.constant([a]), tf.constant([b])) for a, b in pairs]
   padded = [loaded.encode_text(a, b) for a, b in texts]
   trimmed = [serving.trim_padding(f) for f in padded]

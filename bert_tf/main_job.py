@@ -81,7 +81,7 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
   from bert_tf.data import corpus
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.classification import classifier as classification
-  from bert_tf.tasks.classification import metrics as metrics
+  from bert_tf.tasks.classification import metrics
   from bert_tf.training import finetuning
 
   train, dev = corpus.document_classification_split()

@@ -14,8 +14,13 @@ probabilities, or score for regression; SQuAD: answer, score, start_char, end_ch
   python scripts/predict.py --print_request --sentence1="He ran." --sentence2="He was running."
 
 Examples come one way: --sentence1/--sentence2 (a classifier), --question/--context (SQuAD), --instance (JSON
-objects of any signature's inputs) or --input_file. With --saved_model_dir they are checked against the
-signature's inputs (from the export's manifest) before the model is loaded.
+objects of any signature's inputs) or --input_file. Your own test file (CSV or TSV with a header row, as
+run_classifier.py reads it) works as it is: name its text columns with --text_a_column / --text_b_column:
+
+  python scripts/predict.py --saved_model_dir=export/reviews --input_file=test.csv --text_a_column=review
+
+With --saved_model_dir the examples are checked against the signature's inputs (from the export's manifest)
+before the model is loaded.
 """
 
 import json
@@ -41,7 +46,13 @@ flags.DEFINE_multi_string("instance", None, "One example as a JSON object of the
                           '\'{"question": "Who ran?", "context": "He ran."}\'; repeat the flag for several.')
 flags.DEFINE_string("input_file", None, "Examples: TSV with one or two columns (no header), or JSON lines with "
                     '"sentence1" and optionally "sentence2" (a classifier), or JSON lines with exactly the '
-                    "signature's inputs (any task).")
+                    "signature's inputs (any task); or your own CSV/TSV file with a header row (a .csv file; a .tsv "
+                    "file whose first line names a column; any with --text_a_column/--text_b_column), its other "
+                    "columns (e.g. the label) ignored.")
+flags.DEFINE_string("text_a_column", None, "--input_file's column of the (first) text, as run_classifier.py's flag "
+                    "(default sentence1; for a model of one text input, such as NER's, that input's name).")
+flags.DEFINE_string("text_b_column", None, "--input_file's column of the second text (pair tasks; default "
+                    "sentence2).")
 flags.DEFINE_bool("print_request", False, "Print the REST JSON body (or, with --protocol=grpc, the gRPC "
                   "PredictRequest as text) and exit without sending it.")
 flags.DEFINE_float("timeout", 30.0, "Seconds to wait for --server.")
@@ -79,9 +90,30 @@ def _parse_instance(text: str, i: int) -> dict:
   return instance
 
 
+def _has_header(path: str, columns: dict[str, str]) -> bool:
+  """Whether --input_file is read by its header row (your own file, as run_classifier.py reads it): a .csv file,
+  any file with --text_a_column or --text_b_column, a .tsv file whose first line names one of `columns`."""
+  name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
+  if name.endswith(".csv") or FLAGS.text_a_column is not None or FLAGS.text_b_column is not None:
+    return True
+  if not name.endswith(".tsv") or path.lower().endswith(".gz"):
+    return False
+  from bert_tf import fileio
+
+  with fileio.open_file(path, "r") as f:
+    first = next((line for line in f if line.strip()), "")
+  return bool(set(first.lstrip("\ufeff").rstrip("\r\n").split("\t")) & set(columns.values()))
+
+
 def _instances(source: str, input_names: list[str] | None) -> list[dict]:
   if source == "--input_file":
     try:
+      columns = requests.columns_for(input_names, FLAGS.text_a_column, FLAGS.text_b_column)
+      if _has_header(FLAGS.input_file, columns):
+        # A server's inputs are unknown: sentence2 where the file has its column.
+        optional = ("sentence2",) if input_names is None and FLAGS.text_b_column is None else ()
+        return requests.check_instances(requests.read_table_instances(FLAGS.input_file, columns, optional),
+                                        input_names, what=FLAGS.input_file)
       return requests.read_instances(FLAGS.input_file, input_names or requests.guess_input_names(FLAGS.input_file))
     except UnicodeDecodeError:
       # The decoder's message names neither the file nor the line: find the line, and say so.
@@ -103,6 +135,8 @@ def _instances(source: str, input_names: list[str] | None) -> list[dict]:
 
 def _check_flags() -> None:
   """Flag combinations, checked before anything is loaded or sent."""
+  if (FLAGS.text_a_column is not None or FLAGS.text_b_column is not None) and FLAGS.input_file is None:
+    raise ValueError("--text_a_column/--text_b_column name --input_file's columns: give --input_file")
   if FLAGS.model_version is not None and FLAGS.model_version < 1:
     raise ValueError(f"--model_version={FLAGS.model_version}: versions are positive integers")
   if FLAGS.print_request:

@@ -76,7 +76,7 @@ _OWN_FLAGS = ("train_file", "validation_file", "test_file", "text_a_column", "te
 
 def _data_files():
   """Your own files from the flags, or None for a GLUE task (--task_name, --data_dir)."""
-  from bert_tf.tasks.classification import user_data as user_data
+  from bert_tf.tasks.classification import user_data
 
   if not (FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file):
     given = [f"--{name}" for name in _OWN_FLAGS if FLAGS[name].present]

@@ -1,5 +1,6 @@
 """Fine-tunes BERT for named-entity recognition on CoNLL-2003 (or any file in its column format), evaluates with
-conlleval's entity-level scores, writes predictions conlleval reads, and exports.
+conlleval's entity-level scores, writes predictions conlleval reads, and exports. A tag set that is not entities
+(part-of-speech tags, any label per word) is word-level tagging, scored by accuracy (docs/ner.md).
 
 run_classifier.py's flag names; see docs/ner.md. Example (the release's eng.train, eng.testa, eng.testb in
 $CONLL_DIR; a cased model):
@@ -45,8 +46,9 @@ cli.define_training_flags(steps_per_loop=50, log_steps=50)
 # Evaluation while training: eval_every_steps, keep_best_checkpoint, metric_for_best, early_stopping_patience.
 cli.define_evaluation_flags()
 # New flags.
-flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2", "BIOES"], "The data files' tags: detected, "
-                  "or the scheme they must be in (IOB1: the release's).")
+flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2", "BIOES", "plain"], "The data files' tags: "
+                  "detected, or the scheme they must be in (IOB1: the release's); plain: tags that are not entities "
+                  "(part of speech, any label per word), learnt as they are and scored by word-level accuracy.")
 flags.DEFINE_enum("label_scheme", "IOB2", ["IOB2", "BIOES"], "The model's labels; predictions are written back "
                   "in each file's scheme.")
 flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring sentences of its document "

@@ -50,8 +50,8 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary, for --dynamic_masking."
 flags.DEFINE_string("eval_input_file", None, "Evaluation TFRecord files, as --input_file; default --input_file "
                     "(as google-research, which evaluates on its training records): pass held-out records.")
 if "eval_every_steps" not in FLAGS:  # the shared training flags may define it
-  flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many updates during training (0: never): "
-                       "logged and written to TensorBoard under <output_dir>/eval.")
+  flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many updates during training and at the "
+                       "last one (0: never): logged and written to TensorBoard under <output_dir>/eval.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
 # The paper's ablations (Tables 5 and 8; docs/pretraining.md).
 flags.DEFINE_float("mask_token_rate", 0.8, "With --dynamic_masking: share of the chosen positions replaced by "

@@ -111,12 +111,30 @@ def test_early_stopping_ends_the_run_normally_and_a_rerun_stays_stopped(data, tm
     np.testing.assert_array_equal(a, b)
 
 
-def test_a_checkpoint_without_evaluation_state_is_refused_naming_the_flag(tmp_path):
+@pytest.mark.parametrize("keep_best, patience, refused", [(True, 0, "--keep_best_checkpoint"),
+                                                         (False, 2, "--early_stopping_patience"),
+                                                         (True, 2, "--keep_best_checkpoint and --early_stopping_patience"),
+                                                         (False, 0, None)])
+def test_a_checkpoint_without_evaluation_state_is_refused_only_when_the_best_or_early_stopping_need_it(
+    tmp_path, keep_best, patience, refused):
   model = keras.Sequential([keras.Input([3]), keras.layers.Dense(2)])
-  tracker = evaluation.EvalTracker(evaluation.Evaluation(lambda m: {}, "accuracy", 5), model, STRATEGY,
-                                   str(tmp_path))
+  tracker = evaluation.EvalTracker(evaluation.Evaluation(lambda m: {}, "accuracy", 5, keep_best, patience), model,
+                                   STRATEGY, str(tmp_path))
   plain = tf.train.Checkpoint(model=model).write(str(tmp_path / "plain" / "ckpt-3"))
-  with pytest.raises(ValueError, match=r"ckpt-3 was saved by a run without --eval_every_steps"):
+  if refused:
+    with pytest.raises(ValueError) as error:
+      tracker.check_checkpoint(plain)
+    assert str(error.value) == (f"{plain} was saved by a run without --eval_every_steps, and {refused} decide from "
+                                f"every evaluation since the first step: resume it without {refused}, or start over "
+                                "in a new --output_dir")
+  else:  # the evaluations start with the resumed run (test_pretraining resumes one)
     tracker.check_checkpoint(plain)
   tracker.check_checkpoint(tf.train.Checkpoint(evaluation=tracker.variable).write(str(tmp_path / "ok" / "ckpt-3")))
   tracker.check_checkpoint(None)
+
+
+def test_keeping_the_best_or_stopping_early_needs_a_metric():
+  with pytest.raises(ValueError, match="--keep_best_checkpoint and --early_stopping_patience need --metric_for_best"):
+    evaluation.Evaluation(lambda m: {}, None, 5, keep_best=True)
+  with pytest.raises(ValueError, match="need --metric_for_best"):
+    evaluation.Evaluation(lambda m: {}, None, 5, early_stopping_patience=1)

@@ -287,3 +287,38 @@ def test_every_task_config_caches_beside_its_output_dir_unless_told():
                 if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
     assert cls(**{**required, "finetuning": ft}).features_dir == "out/features", cls
     assert cls(**{**required, "finetuning": ft, "features_dir": "cache"}).features_dir == "cache", cls
+
+
+def test_prediction_traces_a_model_once_across_calls_and_batch_lengths():
+  import keras
+
+  dense = keras.layers.Dense(2)
+  dense.build([None, None, 3])  # as a task's model is before predicting (a first trace that builds is traced twice)
+  traces = []
+
+  def model(batch, training=False):
+    del training
+    traces.append(batch["x"].shape.as_list())  # Python runs only while tracing
+    return tf.reduce_sum(dense(batch["x"]), axis=1)  # [B, T, 3] -> [B, 2]
+
+  def padded(lengths, batch_size):  # dynamic padding: each batch as long as its longest example
+    x = np.stack([np.pad(np.full([n, 3], n + 1.0, np.float32), [[0, 6 - n], [0, 0]]) for n in lengths])
+    data = tf.data.Dataset.from_tensor_slices({"x": x, "length": lengths, "is_real_example": np.ones_like(lengths)})
+    return data.batch(batch_size).map(lambda b: {**b, "x": b["x"][:, :tf.reduce_max(b["length"])]}), x
+
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  dataset, x = padded(np.array([1, 2, 5, 3, 6, 2, 4]), 3)
+  first = finetuning.predict(model, dataset, strategy)
+  dataset, shorter = padded(np.array([2, 1, 3, 1, 1]), 2)
+  second = finetuning.predict(model, dataset, strategy)
+  assert traces == [[None, None, 3]]  # one trace: the batch size and length unknown
+  np.testing.assert_allclose(first, np.sum(dense(x).numpy(), axis=1), rtol=1e-6)
+  np.testing.assert_allclose(second, np.sum(dense(shorter).numpy(), axis=1), rtol=1e-6)
+
+  def other(batch, training=False):  # another model is not run with the first one's step
+    del training
+    traces.append("other")
+    return -tf.reduce_sum(dense(batch["x"]), axis=1)
+  np.testing.assert_allclose(finetuning.predict(other, padded(np.array([1, 2, 5, 3, 6, 2, 4]), 3)[0], strategy),
+                             -first, rtol=1e-6)
+  assert traces == [[None, None, 3], "other"]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bert_tf.tasks.classification import glue as glue
+from bert_tf.tasks.classification import glue
 
 REAL_GLUE = "/work/shared/data/glue"
 BOM = "\ufeff"

@@ -188,6 +188,8 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
   assert results["eval_examples"] == 5
   assert "MRPC dev: accuracy" in done.stderr
+  # The dev features written once and kept for every evaluation (while training and at the end).
+  assert done.stderr.count("MRPC dev: wrote") == 1 and "MRPC dev: reusing" not in done.stderr
   history = results["eval_history"]
   assert results["metric_for_best"] == "f1" and [h["step"] for h in history] == [1, 2]
   assert (results["best_step"], results["stopped_early"], results["train_steps"]) == (1, True, 2)

@@ -2,6 +2,7 @@
 and copies' (IOB2, BIOES, 2 columns), scheme detection and conversion, bad input naming file:line, and the
 windows: labels on first pieces only, long sentences, document context."""
 
+import json
 import os
 
 import pytest
@@ -130,7 +131,8 @@ def test_bad_input_names_the_file_and_line(tmp_path):
   unknown = list(lines)
   unknown[9] = "Blackburn NNP I-NP PER"
   assert _error(tmp_path, "\n".join(unknown)) == (
-      "eng.train:10: unknown tag 'PER': expected O or B-, I-, E-, S- followed by an entity type (e.g. B-PER)")
+      "eng.train:10: unknown tag 'PER': expected O or B-, I-, E-, S- followed by an entity type (e.g. B-PER); line 3 "
+      "has the entity tag I-ORG: fix the tag, or pass --tag_scheme=plain to learn every tag as a label of its own")
   assert _error(tmp_path, "") == ("eng.train: holds no sentences; expected CoNLL lines 'word POS chunk NER' with a "
                                   "blank line between sentences")
   assert _error(tmp_path, "-DOCSTART- -X- -X- O\n\n\n").startswith("eng.train: holds no sentences")
@@ -155,7 +157,7 @@ def test_detection_goes_by_the_majority_and_names_the_line(tmp_path):
   conll = ner.read_conll(write(tmp_path / "eng.testa", stray))
   assert (conll.scheme, conll.irregular) == ("IOB2", 1)
   assert conll.first_irregular == "line 9: I-PER opens an entity (after the sentence start)"
-  with pytest.raises(ValueError, match="--tag_scheme=IOE: choose auto or one of IOB1, IOB2, BIOES"):
+  with pytest.raises(ValueError, match="--tag_scheme=IOE: choose auto or one of IOB1, IOB2, BIOES, plain"):
     ner.parse_conll(b"a O\n", "x", "IOE")
 
 
@@ -223,7 +225,7 @@ def test_json_lines_read_as_the_column_files(tmp_path):
       ('{"tokens": ["a"], "tags": ["O"]}\n{"words": ["b"], "tags": ["O"]}\n',
        ":2: column 'tokens': give a list of non-empty strings (it has 'words', 'tags')"),
       ('{"tokens": ["a", "b"], "tags": ["O"]}\n', ":1: 2 tokens and 1 tags; give one tag per token"),
-      ('{"tokens": ["a"], "tags": ["NOUN"]}\n', ":1: column 'tags': unknown tag 'NOUN': expected O or B-"),
+      ('{"tokens": ["a", "b"], "tags": ["B-X", "NOUN"]}\n', ":1: column 'tags': unknown tag 'NOUN': expected O or B-"),
       ('{"tokens": ["a", "b"], "tags": ["S-X", "I-X"]}\n', ":1: I-X is not followed by I-X or E-X: not BIOES"),
       ('{"tokens": ["a"], "tags": ["O"]\n', ":1: not JSON"),
       ("\n", ": holds no sentences"),
@@ -231,6 +233,74 @@ def test_json_lines_read_as_the_column_files(tmp_path):
     with pytest.raises(ValueError) as info:
       ner.read_conll(write(tmp_path / "bad.json", text))
     assert str(info.value).startswith(str(tmp_path / "bad.json") + error), str(info.value)
+
+
+# -- Plain tag sets --------------------------------------------------------------------------------------------
+
+# The fixture's part-of-speech column: a tag set that is not entities ("." is a tag).
+POS = [tuple(line.split(" ")[1] for line in block.split("\n") if line and not line.startswith("-DOCSTART-"))
+       for block in ORIGINAL.split("\n\n") if block.strip() and not block.startswith("-DOCSTART-")]
+
+
+def pos_text(tags=POS, docstart=True) -> str:
+  """The fixture's words with `tags` (default: their POS), two columns, -DOCSTART- lines as the release's."""
+  lines = []
+  for i, (words, row) in enumerate(zip(WORDS, tags)):
+    if docstart and i in (0, 2):
+      lines += ["-DOCSTART- O", ""]
+    lines += [f"{w} {t}" for w, t in zip(words, row)] + [""]
+  return "\n".join(lines)
+
+
+def test_a_plain_tag_set_is_found_and_read_as_it_is(tmp_path):
+  assert POS[0] == ("NNP", "VBZ", "JJ", "NN", ".") and len(POS) == 4
+  conll = ner.read_conll(write(tmp_path / "train.txt", pos_text()))
+  assert (conll.scheme, conll.types, conll.irregular, conll.num_documents) == ("plain", (), 0, 2)
+  assert [s.tags for s in conll.sentences] == POS
+  assert ner.plain_labels([conll]) == (".", "CC", "CD", "JJ", "NN", "NNP", "PRP", "VBD", "VBZ")
+  # Given, any tag is plain, entity-like ones too; an O among plain tags is a tag (auto finds plain).
+  assert ner.read_conll(write(tmp_path / "x.txt", conll_text("IOB2", 2)), "plain").scheme == "plain"
+  assert ner.parse_conll(b"a O\nb NN\n", "x").scheme == "plain"
+  # Integer tags sort as numbers, as run_classifier.py's labels.
+  numbered = ner.parse_conll(b"a 10\nb 2\nc 1\n", "x")
+  assert ner.plain_labels([numbered]) == ("1", "2", "10")
+  # JSON lines alike.
+  lines = "".join(json.dumps({"tokens": list(w), "tags": list(t)}) + "\n" for w, t in zip(WORDS, POS))
+  jsonl = ner.read_conll(write(tmp_path / "train.jsonl", lines))
+  assert jsonl.scheme == "plain" and [s.tags for s in jsonl.sentences] == POS
+
+
+def test_plain_tag_errors_name_the_file_and_line(tmp_path):
+  mixed = pos_text().replace("Paris NNP", "Paris B-LOC")
+  assert _error(tmp_path, mixed) == (
+      "eng.train:3: unknown tag 'NNP': expected O or B-, I-, E-, S- followed by an entity type (e.g. B-PER); line 19 "
+      "has the entity tag B-LOC: fix the tag, or pass --tag_scheme=plain to learn every tag as a label of its own")
+  assert _error(tmp_path, pos_text(), "IOB2") == (
+      "eng.train:3: unknown tag 'NNP': expected O or B-, I-, E-, S- followed by an entity type (e.g. B-PER); "
+      "--tag_scheme=IOB2 reads entity tags: fix the tag, or pass --tag_scheme=plain (or auto)")
+  # An empty tag: JSON lines name the record's line; a column file's line loses a column.
+  assert _error(tmp_path, '{"tokens": ["a", "b"], "tags": ["NN", ""]}\n', name="train.jsonl") == (
+      "train.jsonl:1: column 'tags': give a list of non-empty strings (not a list of words)")
+  assert _error(tmp_path, "a NN\nb \n").startswith("eng.train:2: 1 columns, the file's first word line has 2")
+  # A dev tag that training never saw.
+  train = ner.read_conll(write(tmp_path / "train.txt", pos_text()))
+  dev = ner.read_conll(write(tmp_path / "dev.jsonl", '{"tokens": ["a"], "tags": ["NN"]}\n'
+                                                    '{"tokens": ["b", "c"], "tags": ["DT", "XX"]}\n'), "plain")
+  with pytest.raises(ValueError) as info:
+    ner.check_tags(dev, ner.plain_labels([train]), "the training file")
+  assert str(info.value) == (f"{dev.path}:2: column 'tags': unknown tag 'DT': the training file has the tags ., CC, "
+                             "CD, JJ, NN, NNP, PRP, VBD, VBZ; fix the tag, or train on a file that has it")
+
+
+def test_plain_labels_sit_on_first_pieces(tmp_path):
+  conll = ner.read_conll(write(tmp_path / "train.txt", pos_text()))
+  labels = ner.plain_labels([conll])
+  ids = {label: i for i, label in enumerate(labels)}
+  windows = ner.make_windows(conll.sentences, _tokenizer(), 9, False, ids, ner.PLAIN)
+  peter = [w for w in windows if w.sentence == 1][0]  # "Peter Blackburn": peter black ##burn
+  assert peter.label_ids[:5] == [0, ids["NNP"], ids["NNP"], 0, 0] and peter.label_mask[:5] == [0, 1, 1, 0, 0]
+  first = [w for w in windows if w.sentence == 0][0]
+  assert [first.label_ids[p] for p in first.word_positions] == [ids[t] for t in POS[0]]
 
 
 # -- Windows ---------------------------------------------------------------------------------------------------

@@ -119,3 +119,47 @@ def test_sentences_never_share_an_entity():
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     assert seqeval.f1_score(gold, gold) == e.overall.f1
+
+
+def test_plain_tags_score_per_word_by_hand():
+  gold = [["DT", "NN", "VBZ"], ["NN", "."]]
+  pred = [["DT", "VBZ", "VBZ"], ["NN", "NN"]]
+  e = nm.evaluate_tags(gold, pred)
+  assert (e.words, e.accuracy) == (5, 3 / 5)
+  assert list(e.per_tag) == [".", "DT", "NN", "VBZ"]
+  assert e.per_tag["NN"] == nm.Scores(0.5, 0.5, 0.5, 2, 2, 1)  # precision, recall, f1, support, predicted, right
+  assert e.per_tag["."] == nm.Scores(0.0, 0.0, 0.0, 1, 0, 0)  # never predicted: 0, as scikit-learn
+  assert e.per_tag["VBZ"].precision == 0.5 and e.per_tag["VBZ"].recall == 1.0
+  flat = e.as_dict()
+  assert (flat["accuracy"], flat["NN_f1"], flat["._support"], flat["words"]) == (0.6, 0.5, 1, 5)
+  assert nm.tag_report(e).splitlines()[:2] == [
+      "processed 5 words; accuracy:  60.00%; macro F1:  54.17; weighted F1:  53.33",
+      "                .: precision:   0.00%; recall:   0.00%; FB1:   0.00  1"]
+  # A tag named like an average cannot hide it.
+  assert nm.evaluate_tags([["macro"]], [["x"]]).as_dict()["macro_f1"] == 0.0
+  with pytest.raises(ValueError, match="sentence 1: 2 gold tags but 1 predicted"):
+    nm.evaluate_tags(gold, [pred[0], ["NN"]])
+
+
+def test_plain_tags_score_as_scikit_learn_on_random_sentences():
+  from sklearn import metrics as sk
+
+  rng = random.Random(7)
+  tags = ["NN", "VBZ", "DT", ".", "JJ", "O", "B-X"]  # any strings: "O" and "B-X" are tags like the others
+  for _ in range(50):
+    gold = [[rng.choice(tags) for _ in range(rng.randrange(1, 7))] for _ in range(rng.randrange(1, 6))]
+    pred = [[t if rng.random() < 0.6 else rng.choice(tags[:rng.randrange(1, 8)]) for t in row] for row in gold]
+    e = nm.evaluate_tags(gold, pred)
+    y_true, y_pred = [t for row in gold for t in row], [t for row in pred for t in row]
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")  # scikit-learn warns where a tag is never predicted (it scores 0, as we do)
+      assert e.accuracy == sk.accuracy_score(y_true, y_pred)
+      for average, ours in (("macro", e.macro), ("weighted", e.weighted)):
+        theirs = sk.precision_recall_fscore_support(y_true, y_pred, average=average, zero_division=0)[:3]
+        assert ours == pytest.approx(theirs, abs=1e-12), average
+      labels = sorted(set(y_true) | set(y_pred))
+      p, r, f, support = sk.precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    assert list(e.per_tag) == labels
+    ours = [value for s in e.per_tag.values() for value in (s.precision, s.recall, s.f1, s.gold)]
+    assert ours == pytest.approx([v for row in zip(p, r, f, support) for v in row], abs=1e-12)
+    assert e.as_dict()["macro_f1"] == pytest.approx(sk.f1_score(y_true, y_pred, average="macro"), abs=1e-12)

@@ -99,6 +99,23 @@ def test_the_graph_tags_and_entities_equal_the_python_path(bert_uncased_vocab_fi
   assert several_windows >= 2 and entities_seen > 10
 
 
+def test_a_plain_tag_set_serves_words_and_tags_without_entities(bert_uncased_vocab_file):
+  labels = (".", "DT", "NN", "NNP", "VBZ", "O")  # "O" is a tag like the others here
+  model = _model(labels)
+  settings = dict(_settings(labels, ner.PLAIN), types=[], train_tag_scheme=ner.PLAIN)
+  outputs = {k: v.numpy() for k, v in ner_serving.NerServer(model, bert_uncased_vocab_file, settings).serve_text(
+      tf.constant(TEXTS)).items()}
+  assert sorted(outputs) == ["num_words", "tags", "word_end", "word_start", "words"]
+  tokenizer, seen = FullTokenizer(bert_uncased_vocab_file), set()
+  for i, text in enumerate(TEXTS):
+    n = int(outputs["num_words"][i])
+    words, tags = _row(outputs, "words", i, n), _row(outputs, "tags", i, n)
+    if n:
+      assert tags == _python_path(model, tokenizer, text, words, labels)[0], text
+    seen.update(tags)
+  assert len(seen) >= 3 and seen <= set(labels)
+
+
 def test_entity_words_follow_conlleval_on_random_labels():
   rng = random.Random(11)
   prefixes = list(ner_serving.PREFIX_CODES)

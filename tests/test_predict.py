@@ -142,6 +142,61 @@ def test_read_instances(tmp_path):
     requests.read_instances(str(bad))
 
 
+def test_files_with_a_header_in_your_column_names(tmp_path):
+  """Your own test file, as run_classifier.py reads it: CSV (quoted commas and line breaks), TSV, JSON lines."""
+  csv_file = tmp_path / "test.csv"
+  csv_file.write_text('id,review,title,label\n1,"Good, really.",A film,pos\n2,"Two\nlines",,neg\n')
+  pair = requests.columns_for(["sentence1", "sentence2"], "review", "title")
+  assert pair == {"sentence1": "review", "sentence2": "title"}
+  assert requests.read_table_instances(str(csv_file), pair) == [
+      {"sentence1": "Good, really.", "sentence2": "A film"}, {"sentence1": "Two\nlines", "sentence2": ""}]
+  single = requests.columns_for(["sentence1"], "review")
+  assert requests.read_table_instances(str(csv_file), single) == [{"sentence1": "Good, really."},
+                                                                  {"sentence1": "Two\nlines"}]
+  # A model of one other input (NER's text): --text_a_column, else the input's own name.
+  assert requests.columns_for(["text"], "review") == {"text": "review"} and requests.columns_for(["text"]) == {
+      "text": "text"}
+  assert requests.columns_for(["context", "question"]) == {"context": "context", "question": "question"}
+  # A server's model is unknown: sentence2 where the file has the column.
+  tsv = tmp_path / "test.tsv"
+  tsv.write_text("sentence1\tlabel\na dog\t1\n")
+  assert requests.read_table_instances(str(tsv), requests.columns_for(None), ["sentence2"]) == [
+      {"sentence1": "a dog"}]
+  jsonl = tmp_path / "test.jsonl"
+  jsonl.write_text('{"review": "a", "label": 1}\n{"review": 2}\n')
+  with pytest.raises(ValueError, match=r"test.jsonl:2: column 'review' must be text, not int"):
+    requests.read_table_instances(str(jsonl), single)
+  with pytest.raises(ValueError) as info:
+    requests.read_table_instances(str(csv_file), requests.columns_for(["sentence1", "sentence2"], "text"))
+  assert str(info.value) == (f"{csv_file}:1: no column 'text' for the model's input 'sentence1' (--text_a_column); "
+                             "the header has 'id', 'review', 'title', 'label'")
+  bad = tmp_path / "bad.csv"
+  bad.write_text("review,label\na,1,extra\n")
+  with pytest.raises(ValueError, match=r"bad.csv:2: 3 comma-separated fields, expected 2 as in the header"):
+    requests.read_table_instances(str(bad), single)
+  bad.write_text("review,label\n")
+  with pytest.raises(ValueError, match=r"holds no examples \(only a header\)"):
+    requests.read_table_instances(str(bad), single)
+  with pytest.raises(ValueError, match="--text_b_column=title: the model takes"):
+    requests.columns_for(["text"], None, "title")
+
+
+def test_script_reads_your_csv_file_for_the_export(export, tmp_path):
+  """The script's flags on a CSV file with a header (one fast run: --print_request loads no model), and the same
+  file read for the export's inputs from its manifest, as the script does with --saved_model_dir (run_local on
+  such examples: test_run_local_gives_the_signatures_outputs)."""
+  csv_file = tmp_path / "test.csv"
+  csv_file.write_text("label,premise,hypothesis\n" + "".join(
+      f'x,"{p["sentence1"]}","{p["sentence2"]}"\n' for p in PAIRS))
+  result = _script("--print_request", f"--input_file={csv_file}", "--text_a_column=premise",
+                   "--text_b_column=hypothesis", timeout=60)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert json.loads(result.stdout)["instances"] == PAIRS
+  names = sorted(requests.signature_inputs(export["model_dir"]))
+  instances = requests.read_table_instances(str(csv_file), requests.columns_for(names, "premise", "hypothesis"))
+  assert names == ["sentence1", "sentence2"] and instances == PAIRS
+
+
 def test_unreachable_servers_raise_connection_error():
   port = th.free_ports(1)[0]
   with pytest.raises(ConnectionError, match="cannot reach TensorFlow Serving"):

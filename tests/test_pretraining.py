@@ -208,7 +208,7 @@ def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_bat
   features["masked_lm_ids"] = np.where(rng.random(predicted.shape) < 0.5, predicted,
                                        features["masked_lm_ids"]).astype(np.int32)
   dataset = tf.data.Dataset.from_tensor_slices(features).batch(3)
-  results = pretraining.Evaluator(task, model).evaluate(dataset, max_steps=3, step=7)
+  results = pretraining.Evaluator(task).evaluate(model, dataset, max_steps=3)
 
   f = {k: v[:9] for k, v in features.items()}
   outputs = model(f, training=False)
@@ -217,7 +217,7 @@ def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_bat
   mlm_loss = -np.take_along_axis(log_probs, f["masked_lm_ids"][..., None], -1)[..., 0]  # [9, P]
   mlm_correct = log_probs.argmax(-1) == f["masked_lm_ids"]
   expected = {"masked_lm_accuracy": (w * mlm_correct).sum() / w.sum(),
-              "masked_lm_loss": (w * mlm_loss).sum() / w.sum(), "global_step": 7}
+              "masked_lm_loss": (w * mlm_loss).sum() / w.sum()}
   batch_losses = [(w[b:b + 3] * mlm_loss[b:b + 3]).sum() / (w[b:b + 3].sum() + 1e-5) for b in (0, 3, 6)]
   if objective == "bert":
     nsp_log_probs = _log_softmax(outputs["nsp_logits"])
@@ -229,7 +229,7 @@ def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_bat
   expected["loss"] = np.mean(batch_losses)
   assert results.keys() == expected.keys()
   assert expected["masked_lm_accuracy"] != mlm_correct.mean()  # the weights matter on these features
-  for name in ("masked_lm_accuracy", "next_sentence_accuracy", "global_step"):  # ratios of exact sums
+  for name in ("masked_lm_accuracy", "next_sentence_accuracy"):  # ratios of exact sums
     assert results.get(name) == expected.get(name), name
   for name in ("masked_lm_loss", "next_sentence_loss", "loss"):
     if name in expected:
@@ -244,12 +244,12 @@ def test_left_to_right_evaluation_reports_next_token_accuracy_and_loss():
   model = task.build_model()
   features = {k: v for k, v in _eval_features(np.random.default_rng(2), 5).items()
               if k in ("input_ids", "input_mask", "segment_ids")}
-  results = pretraining.Evaluator(task, model).evaluate(tf.data.Dataset.from_tensor_slices(features).batch(5),
-                                                        max_steps=100, step=0)
+  results = pretraining.Evaluator(task).evaluate(model, tf.data.Dataset.from_tensor_slices(features).batch(5),
+                                                max_steps=100)
   log_probs = _log_softmax(model(features, training=False)["lm_logits"])[:, :-1]  # position t predicts t+1
   labels, w = features["input_ids"][:, 1:], features["input_mask"][:, 1:].astype(np.float64)
   loss = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
-  assert set(results) == {"next_token_accuracy", "next_token_loss", "loss", "global_step"}
+  assert set(results) == {"next_token_accuracy", "next_token_loss", "loss"}
   assert results["next_token_accuracy"] == (w * (log_probs.argmax(-1) == labels)).sum() / w.sum()
   np.testing.assert_allclose(results["next_token_loss"], (w * loss).sum() / w.sum(), rtol=2e-6)
 
@@ -258,6 +258,47 @@ def test_eval_results_are_google_researchs_key_value_lines(tmp_path):
   path = pretraining.write_eval_results(str(tmp_path), {"masked_lm_loss": 2.5, "global_step": 8,
                                                         "masked_lm_accuracy": 0.125})
   assert open(path).read() == "global_step = 8\nmasked_lm_accuracy = 0.125\nmasked_lm_loss = 2.5\n"
+
+
+def _eval_summary_steps(output_dir) -> dict[str, list[int]]:
+  """tag -> the steps of its TensorBoard scalars under <output_dir>/eval, one per event written."""
+  steps = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(str(output_dir), "eval", "events.out.tfevents.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        steps.setdefault(value.tag, []).append(event.step)
+  return steps
+
+
+def test_eval_every_steps_can_be_added_to_a_resumed_run_and_do_eval_takes_the_last_evaluation(tmp_path):
+  data = th.write_records(tmp_path / "data", num_files=1, per_file=7)
+  out = tmp_path / "out"
+
+  def run(**fields):
+    return pretraining.run_pretraining(_config(
+        data, output_dir=str(out), train_batch_size=3, num_warmup_steps=0, distribution_strategy="one_device",
+        export_encoder=False, eval_batch_size=4, max_eval_steps=2, steps_per_loop=1, **fields))
+
+  first = run(num_train_steps=2)
+  assert first.evaluation is None and not os.path.exists(out / "eval")
+  # Resumed from ckpt-2, which holds no evaluation state: pretraining keeps no best model, so that is no loss.
+  resumed = run(num_train_steps=5, eval_every_steps=2, do_eval=True)
+  assert resumed.steps_run == 3 and [h["step"] for h in resumed.evaluation["eval_history"]] == [4, 5]
+  assert resumed.evaluation["best_step"] is None and not resumed.evaluation["stopped_early"]
+  # The last step's evaluation while training is --do_eval's: evaluated once, as every evaluation is reported.
+  steps = _eval_summary_steps(out)
+  assert set(steps) == {"eval/loss", "eval/masked_lm_accuracy", "eval/masked_lm_loss",
+                        "eval/next_sentence_accuracy", "eval/next_sentence_loss"}
+  assert all(s == [4, 5] for s in steps.values())
+  after_training = (out / "eval_results.txt").read_text()
+  assert after_training.startswith("global_step = 5\nloss = ")
+  last = resumed.evaluation["eval_history"][-1]
+  assert resumed.metrics["masked_lm_accuracy"] == last["masked_lm_accuracy"]
+  # --do_eval alone evaluates the same checkpoint afresh: the very same numbers.
+  os.remove(out / "eval_results.txt")
+  alone = run(num_train_steps=5, do_train=False, do_eval=True)
+  assert (out / "eval_results.txt").read_text() == after_training and alone.step == 5
+  assert sorted(_eval_summary_steps(out)["eval/masked_lm_loss"]) == [4, 5, 5]
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -69,6 +69,10 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   done = _run(workdir, *TRAIN)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "IOB1 tags, types LOC, MISC, ORG, PER" in done.stderr
+  # Each file's features made or read once, the dev file's for all its evaluations (while training and at the
+  # end); eng.testb, a copy of eng.testa, reuses its features.
+  reused = [line for line in done.stderr.splitlines() if "reusing features" in line]
+  assert done.stderr.count(": wrote features") == 2 and len(reused) == 1 and "eng.testb: reusing" in reused[0]
   out = workdir / "out"
   settings = json.loads((out / "ner_model" / "ner.json").read_text())
   assert settings["labels"] == list(ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2"))
@@ -135,3 +139,91 @@ def test_bad_input_stops_before_training_naming_file_and_line(workdir):
                     "same columns (word ... tag)"], result.stderr[-3000:]
   assert not (workdir / "bad_out").exists() and not (workdir / "bad_features").exists()  # not even empty
 
+
+
+def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
+  """In this process: part-of-speech tags (no entities) train as word-level tagging, are scored per word and kept
+  with the model (test_ner_serving serves such a model); files that do not fit its tags are refused up front."""
+  import tensorflow as tf
+
+  from bert_tf.tasks.ner import run as ner_run
+  from bert_tf.training import finetuning
+  from test_ner import POS, WORDS, pos_text
+
+  os.makedirs(tmp_path / "pos")
+  write(tmp_path / "pos" / "train.txt", pos_text())
+  write(tmp_path / "pos" / "dev.jsonl", "".join(json.dumps({"tokens": list(w), "tags": list(t)}) + "\n"
+                                                for w, t in zip(WORDS, POS)))
+
+  def config(data=str(tmp_path / "pos"), init=str(workdir / "model"), **kwargs):
+    ft = finetuning.FinetuningConfig(
+        output_dir=str(tmp_path / "out"), bert_config=BertConfig.from_json_file(str(workdir / "model" /
+                                                                                    "bert_config.json")),
+        init_checkpoint=init, train_batch_size=2, predict_batch_size=3, learning_rate=1e-2, num_train_epochs=2,
+        warmup_proportion=0.0, distribution_strategy="one_device", steps_per_loop=2, log_steps=2,
+        **{k: kwargs.pop(k) for k in ("eval_every_steps", "metric_for_best") if k in kwargs})
+    return ner_run.NerConfig(data_dir=data, vocab_file=str(workdir / "model" / "vocab.txt"),
+                             finetuning=ft, max_seq_length=T, features_dir=str(tmp_path / "features"), **kwargs)
+
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  lines = []
+  summary = ner_run.run_ner(config(do_train=True, do_eval=True, eval_every_steps=2), strategy, say=lines.append)
+  labels = [".", "CC", "CD", "JJ", "NN", "NNP", "PRP", "VBD", "VBZ"]
+  assert any("plain tags (not entities): 9 tags ., CC, CD" in line for line in lines), lines
+  settings = ner_run.read_settings(str(tmp_path / "out" / "ner_model"))
+  assert (settings["labels"], settings["label_scheme"], settings["types"], settings["train_tag_scheme"]) == (
+      labels, "plain", [], "plain")
+  out = tmp_path / "out"
+  gold, predicted, words = _read_predictions(out / "eval_predictions.txt")
+  assert words == [list(w) for w in WORDS] and gold == [list(t) for t in POS]
+  assert all(t in labels for row in predicted for t in row)
+  results = json.loads((out / "eval_results.json").read_text())
+  expected = ner_metrics.evaluate_tags(gold, predicted)
+  assert (results["accuracy"], results["macro_f1"], results["words"]) == (expected.accuracy, expected.macro[2], 17)
+  assert results["metric_for_best"] == "accuracy" and [h["step"] for h in results["eval_history"]] == [2, 4]
+  assert summary["eval"]["accuracy"] == expected.accuracy and "f1" not in results
+  assert (out / "eval_report.txt").read_text() == ner_metrics.tag_report(expected)
+  assert not (out / "eval_conlleval.txt").exists()
+
+  # Refused before any work: an entity file for the plain model (its files are read as plain tags) and plain
+  # tags for an entity model, a tag training never saw, a metric the task lacks.
+  model = str(out / "ner_model")
+  with pytest.raises(ValueError, match=r"eng.testa:3: unknown tag 'I-ORG': the model \(.*\) has the tags \., CC"):
+    ner_run.run_ner(config(data=str(workdir / "conll"), init=model, do_eval=True), strategy)
+  entity_model = {"label_scheme": "IOB2", "labels": list(ner.labels_for(["PER"], "IOB2")), "types": ["PER"]}
+  with pytest.raises(ValueError) as info:
+    ner_run.read_inputs(config(init=model, do_eval=True), entity_model)
+  assert str(info.value) == (f"{tmp_path / 'pos' / 'dev.jsonl'}: holds plain tags (not entities), but the model "
+                             f"({model}) has entity tags; give every file the same kind of tags")
+  with pytest.raises(ValueError, match="--metric_for_best=f1: evaluating on .*dev.jsonl gives accuracy, macro_f1, weighted_f1"):
+    ner_run.run_ner(config(do_train=True, do_eval=True, eval_every_steps=2, metric_for_best="f1"), strategy)
+  write(tmp_path / "pos" / "dev.jsonl", '{"tokens": ["a", "dog"], "tags": ["DT", "NN"]}\n')
+  with pytest.raises(ValueError, match=r"dev.jsonl:1: column 'tags': unknown tag 'DT': the model \(.*\) has the "
+                     r"tags \., CC, CD"):
+    ner_run.run_ner(config(init=model, do_eval=True), strategy)
+
+
+def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(workdir):
+  from bert_tf.tasks.ner import run as ner_run
+  from bert_tf.training import finetuning
+
+  def config(metric):
+    ft = finetuning.FinetuningConfig(output_dir=str(workdir / "metric_out"), init_checkpoint=str(workdir / "model"),
+                                     bert_config=finetuning.bert_config_for(None, str(workdir / "model")),
+                                     eval_every_steps=2, metric_for_best=metric)
+    return ner_run.NerConfig(data_dir=str(workdir / "conll"), vocab_file=str(workdir / "model" / "vocab.txt"),
+                             finetuning=ft, do_train=True, do_eval=True, max_seq_length=T)
+
+  config("PER_f1").validate()  # a type's score waits for the dev file
+  with pytest.raises(ValueError, match=r"^--metric_for_best=PER_support: this task reports f1, precision, recall, "):
+    config("PER_support").validate()
+  with pytest.raises(ValueError) as error:
+    ner_run.run_ner(config("DATE_f1"))
+  names = ("f1, precision, recall, accuracy, macro_f1, weighted_f1, "
+           + ", ".join(f"{kind}_{m}" for kind in ("LOC", "MISC", "ORG", "PER") for m in ("f1", "precision", "recall")))
+  assert str(error.value) == f"--metric_for_best=DATE_f1: evaluating on {workdir / 'conll' / 'eng.testa'} gives {names}"
+  assert not (workdir / "metric_out").exists()  # stopped before any work
+  # Every name offered is a score the evaluation gives, whatever was predicted (here: nothing).
+  conll = ner.parse_conll(ORIGINAL.encode(), "fixture")
+  values = ner_metrics.evaluate([s.tags for s in conll.sentences], [["O"] * len(s.tags) for s in conll.sentences])
+  assert set(ner_run.metric_names(conll.types)) <= set(values.as_dict())

@@ -125,7 +125,9 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
       tags |= {v.tag for v in event.summary.value}
   assert {"loss", "mlm_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "sequences_per_second"} <= tags
 
-  assert "eval at step 4  loss " in output and "eval at step 8  loss " in output and "masked_lm_accuracy " in output
+  evals = [line.split("eval at step ", 1)[1] for line in output.splitlines() if "eval at step " in line]
+  assert [e.split(": ", 1)[0] for e in evals] == ["4", "8"], evals  # step 8 once: --do_eval takes it
+  assert all(" masked_lm_accuracy " in e and "  loss " in e for e in evals), evals
   results = dict(line.split(" = ") for line in steps["whole_eval_results"].splitlines())
   assert list(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                            "next_sentence_loss"] and results["global_step"] == str(STEPS)
@@ -135,7 +137,7 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
     for event in tf.compat.v1.train.summary_iterator(event_file):
       for value in event.summary.value:
         eval_steps.setdefault(value.tag, set()).add(event.step)
-  assert eval_steps["masked_lm_accuracy"] == {4, STEPS} and eval_steps["next_sentence_loss"] == {4, STEPS}
+  assert eval_steps["eval/masked_lm_accuracy"] == {4, STEPS} and eval_steps["eval/next_sentence_loss"] == {4, STEPS}
   # --do_eval alone evaluates the newest checkpoint: the very numbers of the evaluation at the end of training.
   rc, output = steps["eval_only"]
   assert rc == 0, output[-3000:]

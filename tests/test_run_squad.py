@@ -60,6 +60,8 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
               "--num_train_epochs=1", "--n_best_size=5", "--max_answer_length=7", "--eval_every_steps=1",
               "--keep_best_checkpoint")
   assert done.returncode == 0, done.stderr[-3000:]
+  # The dev features made once for every evaluation (while training and at the end): one line, no "reusing".
+  assert done.stderr.count(": wrote evaluation features") == 1 and "reusing" not in done.stderr
   out = workdir / "out"
   for name in (post.PREDICTIONS_FILE, post.NBEST_FILE, post.NULL_ODDS_FILE):
     assert (out / name).exists(), name

@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf.tasks.classification import classifier as classification
 from bert_tf.tasks.classification import run as gf
-from bert_tf.tasks.classification import metrics as metrics
+from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.classification import user_data as ud
 from bert_tf.training import finetuning
 from test_glue_finetuning import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)

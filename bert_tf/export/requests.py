@@ -143,6 +143,59 @@ def read_instances(path: str, input_names: Sequence[str] | None = None) -> list[
   return instances
 
 
+def columns_for(input_names: Sequence[str] | None, text_a_column: str | None = None,
+                text_b_column: str | None = None) -> dict[str, str]:
+  """Input name -> the column of a file with a header that gives it (`read_table_instances`).
+
+  A classifier (`input_names` sentence1 [, sentence2], or None: a server's, unknown): sentence1 from
+  `text_a_column` (default "sentence1"), sentence2 from `text_b_column` (default "sentence2"), as
+  run_classifier.py's --text_a_column / --text_b_column read your files. A signature of one input (NER's
+  "text"): `text_a_column`, default the input's name. Others (SQuAD's question, context): columns of the
+  inputs' names."""
+  if input_names is None or set(input_names) <= set(TEXT_INPUTS):
+    names = list(input_names) if input_names is not None else list(TEXT_INPUTS)
+    given = {"sentence1": text_a_column, "sentence2": text_b_column}
+    return {name: given[name] or name for name in TEXT_INPUTS if name in names}
+  if text_b_column is not None:
+    raise ValueError(f"--text_b_column={text_b_column}: the model takes {sorted(input_names)}, not a text pair")
+  if len(input_names) == 1:
+    return {input_names[0]: text_a_column or input_names[0]}
+  if text_a_column is not None:
+    raise ValueError(f"--text_a_column={text_a_column}: the model takes {sorted(input_names)}; name the file's "
+                     "columns after them")
+  return {name: name for name in input_names}
+
+
+def read_table_instances(path: str, columns: Mapping[str, str], optional: Sequence[str] = ()) -> list[dict[str, str]]:
+  """Examples from a CSV or TSV file with a header row, or JSON lines, in your own column names - a test file as
+  run_classifier.py reads it (`text_io.read_table`; the extension names the format, .gz allowed); other
+  columns (a label, an id) are ignored. `columns`: input name -> column (`columns_for`); an input in `optional`
+  is left out when the file lacks its column (a classifier's sentence2, where the model is unknown). Errors name
+  the file and line."""
+  from bert_tf.data import text_io
+
+  table = text_io.read_table(path, text_io.file_format(path, "--input_file"))
+  instances = []
+  wanted = dict(columns)
+  for line, row in table.rows:
+    if not instances:
+      for name in optional:
+        if columns[name] not in row:
+          del wanted[name]
+    for name, column in wanted.items():
+      if column not in row:
+        at, there = (table.header_line, "the header has") if table.header is not None else (line, "it has")
+        flag = {"sentence1": " (--text_a_column)", "sentence2": " (--text_b_column)"}.get(name, "")
+        raise ValueError(f"{path}:{at}: no column {column!r} for the model's input {name!r}{flag}; {there} "
+                         f"{', '.join(repr(c) for c in (table.header or row))}")
+      if not isinstance(row[column], str):
+        raise ValueError(f"{path}:{line}: column {column!r} must be text, not {type(row[column]).__name__}")
+    instances.append({name: row[column] for name, column in wanted.items()})
+  if not instances:
+    raise ValueError(f"--input_file={path}: holds no examples" + (" (only a header)" if table.header else ""))
+  return instances
+
+
 def guess_input_names(path: str) -> list[str] | None:
   """The keys of the first example of a JSON-lines file, when it is not a classifier's (no "sentence1"): the
   input names to read it with (`read_instances`) for a client that cannot ask the model, such as one of a

@@ -86,12 +86,19 @@ class Checkpointer:
         return path
     return None
 
-  def restore(self) -> str | None:
-    """Restores the newest checkpoint, if any; returns its path."""
+  def restore(self, optional: tuple[str, ...] = ()) -> str | None:
+    """Restores the newest checkpoint, if any; returns its path. The `optional` items may be missing from it (a
+    run without them saved it): they then keep their values."""
     path = self.latest()
     if path is None:
       return None
-    self.checkpoint.restore(path).assert_existing_objects_matched()
+    optional = [name for name in optional if name in self._items]
+    saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)} if optional else set()
+    missing = [name for name in optional if name not in saved]
+    checkpoint = self.checkpoint
+    if missing:
+      checkpoint = tf.train.Checkpoint(**{k: v for k, v in self._items.items() if k not in missing})
+    checkpoint.restore(path).assert_existing_objects_matched()
     if self._input_manager is not None:
       step = path.rsplit("-", 1)[-1]
       input_path = os.path.join(self._input_manager.directory, f"ckpt-{step}")

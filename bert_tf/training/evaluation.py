@@ -1,14 +1,19 @@
-"""Evaluation while training, for every fine-tuning task: what `Trainer` does with an `Evaluation`.
+"""Evaluation while training, for pretraining and every fine-tuning task: what `Trainer` does with an
+`Evaluation`.
 
-Every `every_steps` steps, and at the last step, the trainer calls the task's `evaluate(model)` (the dev split,
-the task's official metric), logs the values and writes them to TensorBoard under `eval/`
-(<output_dir>/eval). It tracks the best value of `metric` (a loss: the lowest; anything else: the highest), keeps
-that step's weights when `keep_best` is on (restored into the model at the end, so the task saves and exports
-them), and ends training, as a normal finish, after `early_stopping_patience` evaluations without improvement.
+Every `every_steps` steps, and at the last step, the trainer calls the task's `evaluate(model)` (fine-tuning:
+the dev split, the task's official metric; pretraining: the held-out records' masked-LM and next-sentence
+metrics), logs the values and writes them to TensorBoard under `eval/` (<output_dir>/eval), through
+`EvalReport`, which pretraining's final --do_eval uses too. With a `metric`, it tracks the best value of it (a
+loss: the lowest; anything else: the highest), keeps that step's weights when `keep_best` is on (restored into
+the model at the end, so the task saves and exports them), and ends training, as a normal finish, after
+`early_stopping_patience` evaluations without improvement.
 
 Why the state lives in the training checkpoint: a killed run resumes with the best step and value, the count
 of evaluations without improvement and the history that the uninterrupted run had at that step, so it makes
-the same decisions and ends the same. The state is small: one JSON string variable.
+the same decisions and ends the same. The state is small: one JSON string variable. A run that did not evaluate
+saved none: resuming it with evaluation starts the history afresh, which is refused only where decisions depend
+on the evaluations before (`keep_best`, `early_stopping_patience`).
 
 The best weights: <output_dir>/best/ckpt-<step>, the model's variables only, written when a new best arrives
 (TensorFlow writes the index last, so a half-written one has none and is never restored). An older one is
@@ -46,10 +51,14 @@ class Evaluation:
   """What a task supplies to evaluate while training, and the flags that say how often and what to keep."""
 
   evaluate: Callable[[keras.Model], dict[str, float]]  # the dev split's metrics (numbers) for the model now
-  metric: str  # --metric_for_best: a key of evaluate's result
+  metric: str | None  # --metric_for_best: a key of evaluate's result; None: no best (pretraining)
   every_steps: int  # --eval_every_steps (>= 1)
   keep_best: bool = False  # --keep_best_checkpoint
   early_stopping_patience: int = 0  # 0: never stop early
+
+  def __post_init__(self):
+    if self.metric is None and (self.keep_best or self.early_stopping_patience):
+      raise ValueError("--keep_best_checkpoint and --early_stopping_patience need --metric_for_best")
 
   @property
   def greater_is_better(self) -> bool:
@@ -74,22 +83,28 @@ class EvalTracker:
     self.evaluation, self.model, self.strategy = evaluation, model, strategy
     self.chief = distribute.is_chief(strategy)
     self.directory = os.path.join(output_dir, BEST_DIR)
-    self._eval_dir = os.path.join(output_dir, EVAL_DIR)
+    self._report = EvalReport(output_dir, self.chief)
     self.state = _fresh_state()
     # A host variable (strings do not live on accelerators), saved with the training checkpoint.
     with tf.device("/cpu:0"):
       self.variable = tf.Variable(json.dumps(self.state), dtype=tf.string, trainable=False,
                                   name="evaluation_state")
     self._best = tf.train.Checkpoint(model=model)
-    self._writer = None
     self.seconds = 0.0  # spent evaluating in this process
 
   def check_checkpoint(self, path: str | None) -> None:
-    """Raises ValueError when the checkpoint a run would resume from has no evaluation state (a run started
-    without --eval_every_steps)."""
-    if path and not any(name.startswith("evaluation/") for name, _ in tf.train.list_variables(path)):
-      raise ValueError(f"{path} was saved by a run without --eval_every_steps: resume it without the evaluation "
-                       "flags, or start over in a new --output_dir")
+    """For the checkpoint a run would resume from: when it has no evaluation state (a run started without
+    --eval_every_steps saved it), raises ValueError if this run keeps the best weights or stops early (both
+    decide from every evaluation since the first step), else says that the evaluations start afresh."""
+    if not path or any(name.startswith("evaluation/") for name, _ in tf.train.list_variables(path)):
+      return
+    needs = [flag for flag, on in (("--keep_best_checkpoint", self.evaluation.keep_best),
+                                   ("--early_stopping_patience", self.evaluation.early_stopping_patience)) if on]
+    if needs:
+      raise ValueError(f"{path} was saved by a run without --eval_every_steps, and {' and '.join(needs)} "
+                       "decide from every evaluation since the first step: resume it without "
+                       f"{' and '.join(needs)}, or start over in a new --output_dir")
+    logging.info("%s was saved by a run without --eval_every_steps: the evaluations start with this run", path)
 
   def load(self) -> None:
     """Takes the state from the variable (after a checkpoint restored it)."""
@@ -108,41 +123,35 @@ class EvalTracker:
     """Evaluates at `step`, updates the state (and the best weights); returns True to stop early."""
     start = time.perf_counter()
     values = _numbers(self.evaluation.evaluate(self.model))
-    metric = self.evaluation.metric
+    state, metric = self.state, self.evaluation.metric
+    if metric is not None:
+      self._track_best(step, values)
+    state["history"].append({"step": step, **values})
+    patience = self.evaluation.early_stopping_patience
+    if patience and state["evaluations_without_improvement"] >= patience:
+      state["stopped_early_at"] = step
+    self.variable.assign(json.dumps(state))
+    seconds = time.perf_counter() - start
+    self.seconds += seconds
+    best = "" if metric is None else f"best {metric} {state['best_value']:.4g} at step {state['best_step']}; "
+    self._report.write(step, values, f"{best}{seconds:.1f} s")
+    if self.stopped_early:
+      logging.info("early stopping: %d evaluations without a better %s than at step %d", patience, metric,
+                   state["best_step"])
+    return self.stopped_early
+
+  def _track_best(self, step: int, values: dict) -> None:
+    metric, state = self.evaluation.metric, self.state
     if metric not in values:
       raise ValueError(f"--metric_for_best={metric}: the evaluation has no such metric; choose one of "
                        f"{', '.join(sorted(values))}")
-    state, value = self.state, values[metric]
+    value = values[metric]
     if _improves(value, state["best_value"], state["best_step"] is None, self.evaluation.greater_is_better):
       state.update(best_step=step, best_value=value, evaluations_without_improvement=0)
       if self.evaluation.keep_best:
         self._save_best(step)
     else:
       state["evaluations_without_improvement"] += 1
-    state["history"].append({"step": step, **values})
-    patience = self.evaluation.early_stopping_patience
-    if patience and state["evaluations_without_improvement"] >= patience:
-      state["stopped_early_at"] = step
-    self.variable.assign(json.dumps(state))
-    self._summaries(step, values)
-    seconds = time.perf_counter() - start
-    self.seconds += seconds
-    shown = "  ".join(f"{k} {v:.4g}" for k, v in values.items())
-    logging.info("eval at step %d: %s  (best %s %.4g at step %d; %.1f s)", step, shown, metric,
-                 state["best_value"], state["best_step"], seconds)
-    if self.stopped_early:
-      logging.info("early stopping: %d evaluations without a better %s than at step %d", patience, metric,
-                   state["best_step"])
-    return self.stopped_early
-
-  def _summaries(self, step: int, values: dict) -> None:
-    if self._writer is None:
-      self._writer = (tf.summary.create_file_writer(self._eval_dir) if self.chief
-                      else tf.summary.create_noop_writer())
-    with self._writer.as_default(step=step):
-      for name, value in values.items():
-        tf.summary.scalar(f"eval/{name}", value)
-    self._writer.flush()
 
   def _path(self, step: int) -> str:
     return os.path.join(self.directory, f"ckpt-{step}")
@@ -178,6 +187,29 @@ class EvalTracker:
             "best_step": state["best_step"], "best_metric": state["best_value"],
             "kept_best_checkpoint": self.evaluation.keep_best, "stopped_early": self.stopped_early,
             "eval_history": state["history"]}
+
+
+class EvalReport:
+  """The one way an evaluation is reported, during training (`EvalTracker`) and after it (pretraining's
+  --do_eval): a line `eval at step N: name value  ...` and the values as TensorBoard scalars `eval/<name>` under
+  <output_dir>/eval (the chief's; other workers write none)."""
+
+  def __init__(self, output_dir: str, chief: bool = True):
+    self._directory = os.path.join(output_dir, EVAL_DIR)
+    self._chief = chief
+    self._writer = None
+
+  def write(self, step: int, values: dict[str, float], note: str = "") -> None:
+    """Logs `values` (numbers) of the evaluation at `step`, with `note` in brackets, and writes their scalars."""
+    shown = "  ".join(f"{k} {v:.4g}" for k, v in values.items())
+    logging.info("eval at step %d: %s%s", step, shown, f"  ({note})" if note else "")
+    if self._writer is None:
+      self._writer = (tf.summary.create_file_writer(self._directory) if self._chief
+                      else tf.summary.create_noop_writer())
+    with self._writer.as_default(step=step):
+      for name, value in values.items():
+        tf.summary.scalar(f"eval/{name}", value)
+    self._writer.flush()
 
 
 def _fresh_state() -> dict:

@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import time
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -334,24 +335,12 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   first batch and then every `progress_seconds`, and a last one with the whole pass's examples/s. The total and
   ETA need the number of batches: the dataset's cardinality, unknown for TFRecord files, else `num_examples`
   (the real examples) over the size of the first batch (every batch is padded to it).
+
+  The compiled step is kept for the same `model` (the same object) and `strategy`, and traced for `dataset`'s
+  element shapes (`element_spec`, where dynamic padding leaves lengths unknown): later calls (evaluation while
+  training) and batches of other lengths trace nothing again.
   """
-  local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
-
-  def replica_fn(batch):
-    return tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model(batch, training=False))
-
-  @tf.function(reduce_retracing=True)
-  def step(batch):
-    if strategy.num_replicas_in_sync == 1:
-      return [strategy.run(replica_fn, args=(batch,))]
-
-    def slice_for(ctx):
-      i = ctx.replica_id_in_sync_group % local
-      return tf.nest.map_structure(lambda x: tf.split(x, local, axis=0)[i], batch)
-
-    values = strategy.experimental_distribute_values_from_function(slice_for)
-    return list(strategy.experimental_local_results(strategy.run(replica_fn, args=(values,))))
-
+  step = _prediction_step(model, strategy).get_concrete_function(dataset.element_spec)
   outputs, real = [], []
   batches = int(dataset.cardinality().numpy())  # < 0 when unknown
   start = last_line = time.perf_counter()
@@ -371,6 +360,46 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   logging.info("%s: done, %d examples in %.1f s (%.4g examples/s)", description, examples, seconds,
                examples / max(seconds, 1e-9))
   return np.concatenate(outputs)[np.concatenate(real)]
+
+
+# The compiled prediction steps of the latest few (model, strategy) pairs: tracing a model again costs seconds at
+# every evaluation while training. A step holds its model weakly, so a finished run's model object is not kept
+# alive by it (its graph keeps the variables until the step is dropped, after _MAX_STEPS newer ones).
+_STEPS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, Callable]] = {}
+_MAX_STEPS = 4
+
+
+def _prediction_step(model, strategy: tf.distribute.Strategy):
+  """The `tf.function` running `model` on a batch under `strategy` -> a list of float32 outputs, one per local
+  replica (in replica order); kept in `_STEPS`."""
+  key = (id(model), id(strategy))
+  kept = _STEPS.get(key)
+  if kept is not None and kept[0]() is model and kept[1]() is strategy:
+    return kept[2]
+  for other in [k for k, (m, s, _) in _STEPS.items() if m() is None or s() is None] + [key]:
+    _STEPS.pop(other, None)  # dead ones, and the step of another object that had the same id
+  while len(_STEPS) >= _MAX_STEPS:
+    _STEPS.pop(next(iter(_STEPS)))  # the oldest
+  local = strategy.num_replicas_in_sync // distribute.num_workers(strategy)
+  model_ref = weakref.ref(model)
+
+  def replica_fn(batch):
+    return tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model_ref()(batch, training=False))
+
+  @tf.function  # traced once per element_spec (`predict`)
+  def step(batch):
+    if strategy.num_replicas_in_sync == 1:
+      return [strategy.run(replica_fn, args=(batch,))]
+
+    def slice_for(ctx):
+      i = ctx.replica_id_in_sync_group % local
+      return tf.nest.map_structure(lambda x: tf.split(x, local, axis=0)[i], batch)
+
+    values = strategy.experimental_distribute_values_from_function(slice_for)
+    return list(strategy.experimental_local_results(strategy.run(replica_fn, args=(values,))))
+
+  _STEPS[key] = (model_ref, weakref.ref(strategy), step)
+  return step
 
 
 def _progress(description: str, done: int, total: int, examples: int, seconds: float) -> None:

@@ -8,7 +8,8 @@ sum(w * cross-entropy) / (sum(w) + 1e-5), no NSP) on unmasked records.
 
 Evaluation is google-research's `--do_eval`: the masked-LM accuracy and loss weighted by masked_lm_weights, the
 next-sentence accuracy and loss, over up to `max_eval_steps` batches of `eval_batch_size` held-out records,
-written to <output_dir>/eval_results.txt; `eval_every_steps` also evaluates during training.
+written to <output_dir>/eval_results.txt; `eval_every_steps` also evaluates during training, through the
+trainer's evaluation while training (bert_tf/training/evaluation.py) as fine-tuning does.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from absl import logging
 from bert_tf.config import BertConfig
 from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
-from bert_tf.training import distribute, handoff, inputs, optimization, run_lock, trainer
+from bert_tf.training import distribute, evaluation, handoff, inputs, optimization, run_lock, trainer
 
 DTYPES = trainer.DTYPES
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
@@ -252,11 +253,11 @@ EVAL_NAMES = {"mlm_accuracy": "masked_lm_accuracy", "mlm_loss": "masked_lm_loss"
               "nsp_accuracy": "next_sentence_accuracy", "nsp_loss": "next_sentence_loss",
               "lm_accuracy": "next_token_accuracy", "lm_loss": "next_token_loss"}
 EVAL_RESULTS_NAME = "eval_results.txt"  # in output_dir, google-research's `key = value` lines
-EVAL_SUMMARY_DIR = "eval"  # TensorBoard, beside train/
 
 
 class Evaluator:
-  """Evaluates a pretraining model on the task's evaluation batches, as google-research's `--do_eval` does.
+  """Evaluates a pretraining model on the task's evaluation batches, as google-research's `--do_eval` does; the
+  `evaluate` of the trainer's `Evaluation` with --eval_every_steps.
 
   Every metric is one ratio over all evaluated batches: masked_lm_accuracy = sum(w * correct) / sum(w) and
   masked_lm_loss = sum(w * cross-entropy) / sum(w) with w = masked_lm_weights (so padding slots count for
@@ -266,20 +267,27 @@ class Evaluator:
   training leaves the training run, and a kill and resume of it, bit for bit unchanged.
   """
 
-  def __init__(self, task: PretrainingTask, model: keras.Model, output_dir: str | None = None):
-    self.task, self.model = task, model
-    self.output_dir = output_dir  # where eval summaries go; None: none written
-    self._batch_fn = tf.function(self._batch, reduce_retracing=True)  # the last batch may be short
-    self._writer = None
+  def __init__(self, task: PretrainingTask):
+    self.task = task
+    self._model = self._batch_fn = None
 
-  def _batch(self, features):
-    outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), self.model(features, training=False))
+  def __call__(self, model: keras.Model) -> dict[str, float]:
+    """`max_eval_steps` batches of the evaluation records -> the results eval_results.txt holds but
+    global_step."""
+    return self.evaluate(model, self.task.build_eval_dataset(), self.task.config.max_eval_steps)
+
+  def _batch(self, model, features):
+    outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model(features, training=False))
     terms = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_terms(features, outputs).items()}
     normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.normalizers(features).items()}
     return dict(terms, **normalizers, loss=self.task.loss(terms, normalizers))
 
-  def evaluate(self, dataset: tf.data.Dataset, max_steps: int, step: int) -> dict[str, float]:
-    """Up to `max_steps` batches of `dataset` -> the results eval_results.txt holds, `global_step` = step."""
+  def evaluate(self, model: keras.Model, dataset: tf.data.Dataset, max_steps: int) -> dict[str, float]:
+    """Up to `max_steps` batches of `dataset` -> the results eval_results.txt holds but global_step."""
+    if model is not self._model:  # one traced function per model, reused at every evaluation
+      self._model = model
+      self._batch_fn = tf.function(lambda features: self._batch(model, features),
+                                   reduce_retracing=True)  # the last batch may be short
     sums: dict[str, float] = {}
     losses = []
     for features in dataset.take(max_steps):
@@ -289,23 +297,7 @@ class Evaluator:
     if not losses:
       raise ValueError(f"--eval_input_file={self.task.config.eval_input}: no records to evaluate")
     results = {EVAL_NAMES[k]: v for k, v in self.task.metrics(sums).items()}
-    return {**results, "loss": sum(losses) / len(losses), "global_step": step}
-
-  def run(self, step: int) -> dict[str, float]:
-    """Evaluates `max_eval_steps` batches of the evaluation records at training step `step`; logs the results
-    and, with an output_dir, writes them to TensorBoard under <output_dir>/eval."""
-    results = self.evaluate(self.task.build_eval_dataset(), self.task.config.max_eval_steps, step)
-    logging.info("eval at step %d  %s", step, "  ".join(f"{k} {results[k]:.4g}" for k in sorted(results)
-                                                          if k != "global_step"))
-    if self.output_dir is not None:
-      if self._writer is None:
-        self._writer = tf.summary.create_file_writer(os.path.join(self.output_dir, EVAL_SUMMARY_DIR))
-      with self._writer.as_default(step=step):
-        for name, value in results.items():
-          if name != "global_step":
-            tf.summary.scalar(name, value)
-      self._writer.flush()
-    return results
+    return {**results, "loss": sum(losses) / len(losses)}
 
 
 def write_eval_results(output_dir: str, results: dict[str, float]) -> str:
@@ -318,26 +310,17 @@ def write_eval_results(output_dir: str, results: dict[str, float]) -> str:
   return path
 
 
-def _evaluating(trainer_cls):
-  """`trainer_cls` that also evaluates every `eval_every_steps` steps (on the chief), its host loops ending on
-  those steps. A final --do_eval evaluates the last step, so it is not evaluated twice."""
-
-  class EvaluatingTrainer(trainer_cls):
-
-    def _extra_boundaries(self, step):
-      every = self.task.config.eval_every_steps
-      return [*super()._extra_boundaries(step), (step // every + 1) * every]
-
-    def _after_loop(self, step):
-      config = self.task.config
-      if self.chief and step % config.eval_every_steps == 0 and not (
-          config.do_eval and step == config.num_train_steps):
-        if getattr(self, "evaluator", None) is None:
-          self.evaluator = Evaluator(self.task, self.model, self.output_dir)
-        self.evaluator.run(step)
-      super()._after_loop(step)
-
-  return EvaluatingTrainer
+def _do_eval(task: PretrainingTask, model: keras.Model, output_dir: str, step: int,
+             evaluated: dict | None = None) -> dict[str, float]:
+  """--do_eval of `model` at training step `step`: evaluates it (unless `evaluated`, the values of the
+  evaluation while training at that step, already has), reports it as evaluations while training are
+  (`evaluation.EvalReport`), and writes <output_dir>/eval_results.txt; returns its results."""
+  if evaluated is None:
+    evaluated = Evaluator(task)(model)
+    evaluation.EvalReport(output_dir).write(step, evaluated)
+  results = {**evaluated, "global_step": step}
+  logging.info("wrote %s", write_eval_results(output_dir, results))
+  return results
 
 
 def check_records(config: PretrainingConfig, input_file: str | None = None) -> None:
@@ -491,13 +474,13 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
   check_resume_options(config)
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
-  if config.eval_every_steps:
-    trainer_cls = _evaluating(trainer_cls)
+  # No best model or early stopping: evaluations are reported, and the last one is --do_eval's.
+  every = config.eval_every_steps
   run = trainer_cls(
       task, strategy,
       lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps,
                                             config.num_warmup_steps, dtype=config.dtype),
-      config.trainer_config())
+      config.trainer_config(), evaluation.Evaluation(Evaluator(task), None, every) if every else None)
   if distribute.is_chief(strategy):
     tf.io.gfile.makedirs(config.output_dir)
     config.model_config().to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
@@ -522,9 +505,11 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
                      f"training finished and is saved in {run.checkpointer.latest()}: free space and rerun the "
                      "same command, which only writes the encoder") from None
   if config.do_eval and not result.interrupted and distribute.is_chief(strategy):
-    evaluator = getattr(run, "evaluator", None) or Evaluator(task, run.model, run.output_dir)
-    results = evaluator.run(result.step)
-    logging.info("wrote %s", write_eval_results(config.output_dir, results))
+    history = result.evaluation["eval_history"] if result.evaluation else []
+    evaluated = None
+    if history and history[-1]["step"] == result.step:  # --eval_every_steps evaluated the last step
+      evaluated = {k: v for k, v in history[-1].items() if k != "step"}
+    results = _do_eval(task, run.model, config.output_dir, result.step, evaluated)
     result = dataclasses.replace(result, metrics={**result.metrics, **results})
   return result
 
@@ -546,6 +531,5 @@ def _evaluate_latest(config: PretrainingConfig, masking) -> trainer.TrainResult:
   step = tf.Variable(0, dtype=tf.int64, trainable=False)
   tf.train.Checkpoint(model=model, step=step).restore(latest).expect_partial().assert_existing_objects_matched()
   logging.info("evaluating %s", latest)
-  results = Evaluator(task, model, fileio.absolute(config.output_dir)).run(int(step.numpy()))
-  logging.info("wrote %s", write_eval_results(config.output_dir, results))
+  results = _do_eval(task, model, config.output_dir, int(step.numpy()))
   return trainer.TrainResult(int(step.numpy()), results, interrupted=False)

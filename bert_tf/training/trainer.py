@@ -24,9 +24,9 @@ loop is one step), so a progress line (step, loss, examples/s, ETA) shows from t
 `steps_per_loop` is. Neither changes a result: the same steps run on the same batches, and checkpoints still
 fall on the same steps.
 
-With an `Evaluation` (fine-tuning's --eval_every_steps), loops also end on the evaluation steps, where the
-task's `evaluate(model)` runs between loops; its state (best step and value, history) is saved with each
-checkpoint (bert_tf/training/evaluation.py).
+With an `Evaluation` (--eval_every_steps, of pretraining and of every fine-tuning task), loops also end on the
+evaluation steps, where the task's `evaluate(model)` runs between loops; its state (best step and value,
+history) is saved with each checkpoint (bert_tf/training/evaluation.py).
 """
 
 from __future__ import annotations
@@ -329,7 +329,8 @@ class Trainer:
     cfg = self.config
     if self.evaluator is not None:
       self.evaluator.check_checkpoint(self.checkpointer.latest())
-    restored = self.checkpointer.restore()
+    # A run that did not evaluate saved no evaluation state: the evaluations then start with this run.
+    restored = self.checkpointer.restore(optional=("evaluation",))
     step = int(self.step.numpy())
     if restored:
       logging.info("resuming at step %d from %s", step, restored)
@@ -358,8 +359,7 @@ class Trainer:
       while step < cfg.num_train_steps and not (evaluator is not None and evaluator.stopped_early):
         boundaries = [cfg.num_train_steps, (step // cfg.steps_per_loop + 1) * cfg.steps_per_loop,
                       (step // cfg.log_steps + 1) * cfg.log_steps,
-                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps,
-                      *self._extra_boundaries(step)]
+                      (step // cfg.save_checkpoints_steps + 1) * cfg.save_checkpoints_steps]
         if evaluator is not None:  # evaluations fall on loop ends, whatever the loop sizes
           every = evaluator.evaluation.every_steps
           boundaries.append((step // every + 1) * every)
@@ -432,11 +432,8 @@ class Trainer:
                        evaluation=evaluator.finish() if evaluator else None)
 
   def _after_loop(self, step: int) -> None:
-    """Called after every host loop with the step reached; a hook for tests and subclasses."""
-
-  def _extra_boundaries(self, step: int) -> list[int]:
-    """Further steps after `step` that a host loop must end on (for a subclass's `_after_loop`); none here."""
-    return []
+    """Called after every host loop with the step reached, before its evaluation and checkpoint; a hook for
+    tests (tests/interrupted_run.py stops a run there)."""
 
 
 def _duration(seconds: float) -> str:

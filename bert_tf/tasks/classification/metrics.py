@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bert_tf.tasks.classification import glue as glue
+from bert_tf.tasks.classification import glue
 
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 

@@ -32,9 +32,9 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks.classification import classifier as classification
-from bert_tf.tasks.classification import glue as glue
-from bert_tf.tasks.classification import metrics as metrics
-from bert_tf.tasks.classification import user_data as user_data
+from bert_tf.tasks.classification import glue
+from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.classification import user_data
 from bert_tf.training import distribute, finetuning
 
 
@@ -216,9 +216,14 @@ def _spec(config: ClassifierConfig, task: glue.GlueTask) -> classification.Class
 
 
 def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
-                   batch_size: int, say, inputs: Inputs | None = None) -> tuple[list, np.ndarray, float]:
-  """A split's examples, the model's float32 outputs on them (in order) and the seconds prediction took."""
-  info, examples = feature_file(config, task, split, tokenizer, say, inputs)
+                   batch_size: int, say, inputs: Inputs | None = None,
+                   kept: dict | None = None) -> tuple[list, np.ndarray, float]:
+  """A split's examples, the model's float32 outputs on them (in order) and the seconds prediction took.
+  `kept`: a run's dict for the split's feature file, looked up once for all its evaluations."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = feature_file(config, task, split, tokenizer, say, inputs)
+  info, examples = kept["features"]
   dataset = classification.classifier_dataset(
       info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
       is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
@@ -229,9 +234,9 @@ def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strateg
 
 
 def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
-              say, inputs: Inputs | None = None) -> tuple[dict[str, float], np.ndarray]:
+              say, inputs: Inputs | None = None, kept: dict | None = None) -> tuple[dict[str, float], np.ndarray]:
   examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
-                                              config.finetuning.eval_batch_size, say, inputs)
+                                              config.finetuning.eval_batch_size, say, inputs, kept)
   predictions, _ = classification.predictions_from_outputs(outputs, task.is_regression)
   labels = [glue.label_to_id(task, e.label) for e in examples]
   values = metrics.glue_metrics(task, predictions, np.asarray(labels))
@@ -278,6 +283,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
 
   keras.utils.set_random_seed(ft.seed)
   model = None
+  kept: dict = {split: {} for split in task.eval_splits()}  # each dev split's features, for all its evaluations
   if config.do_train:
     info, _ = feature_file(config, task, "train", tokenizer, say, inputs)
     cls_task = classification.ClassificationTask(
@@ -286,7 +292,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
 
     def evaluate(model):  # while training: the metrics only (no timings), on the first dev split
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs)
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs, kept[dev_split])
       return {name: values[name] for name in task.metric_names}
 
     start = time.perf_counter()
@@ -312,7 +318,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
   if config.do_eval:
     results = {}
     for split in task.eval_splits():
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs)
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs, kept[split])
       results[split] = values
       say(f"{task.name} {split}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
                                               if k in task.metric_names))

@@ -41,14 +41,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bert_tf import fileio
 from bert_tf.data import text_io
-from bert_tf.tasks.classification import glue as glue
+from bert_tf.tasks.classification import glue
 
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "jsonl", ".jsonl": "jsonl"}
 TASK_TYPES = ("classification", "regression")
 # The split each file is, and its flag; the GLUE path's split names, so the task runs as a GLUE task does.
 SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_file"}
@@ -56,8 +55,6 @@ DEFAULT_TEXT_B = "sentence2"
 # What the test predictions are written as, by the test file's format.
 PREDICTIONS = {"csv": "test_predictions.csv", "tsv": "test_predictions.tsv", "jsonl": "test_predictions.jsonl"}
 _INTEGER = re.compile(r"[+-]?\d+")
-_UTF8_ADVICE = "save the file as UTF-8"
-_REPAIR = "repair or delete that row"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +88,7 @@ class DataFiles:
         raise ValueError(f"{flag} with your own files needs --{SPLIT_FLAGS[split]}")
     for split, flag in SPLIT_FLAGS.items():
       if self.path(split):
-        file_format(self.path(split), f"--{flag}")
+        text_io.file_format(self.path(split), f"--{flag}")
     if self.task_type not in TASK_TYPES:
       raise ValueError(f"--task_type={self.task_type}: choose {' or '.join(TASK_TYPES)}")
     if self.is_regression and self.labels:
@@ -118,21 +115,11 @@ class DataFiles:
     extension, or its folder's when that name is just "train"; lower case, letters, digits, - and _."""
     path = (self.train_file or "").rstrip("/")
     stem = os.path.basename(path)
-    for ext in (".gz", *FORMATS):
+    for ext in (".gz", *text_io.FORMATS):
       stem = stem[:-len(ext)] if stem.lower().endswith(ext) else stem
     if stem.lower() in ("train", "training") and os.path.basename(os.path.dirname(path)):
       stem = os.path.basename(os.path.dirname(path))
     return re.sub(r"[^a-z0-9_-]+", "_", stem.lower()).strip("_") or "classifier"
-
-
-def file_format(path: str, flag: str = "the file") -> str:
-  """"csv", "tsv" or "jsonl", from `path`'s extension (before a `.gz`)."""
-  name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
-  ext = os.path.splitext(name)[1]
-  if ext not in FORMATS:
-    raise ValueError(f"{flag}={path}: name a .csv, .tsv, .json or .jsonl file (JSON lines: one object a line); "
-                     "the extension says how to read it")
-  return FORMATS[ext]
 
 
 def metric_names(labels: Sequence[str]) -> tuple[str, ...]:
@@ -151,59 +138,6 @@ def sorted_labels(labels: Sequence[str]) -> tuple[str, ...]:
 
 
 # -- Reading --------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Table:
-  """A CSV, TSV or JSON lines file being read: its header's column names and line (None and 0 for JSON lines,
-  whose columns are each record's keys), then (first line, column -> value) per row."""
-  header: list[str] | None
-  header_line: int
-  rows: Iterator[tuple[int, dict[str, Any]]]
-
-
-def read_table(path: str, fmt: str, repair: str = _REPAIR, empty: str = "it needs a header row naming the "
-               "columns, then the rows") -> Table:
-  """Opens `path` in format `fmt` ("csv", "tsv" or "jsonl"). ValueError naming path:line for an empty CSV or
-  TSV file (`empty` says what to do), a row with more or fewer fields than the header (`repair` says what to
-  do), a line that is not a JSON object, or bytes that are not UTF-8; FileNotFoundError for a missing file."""
-  if not fileio.exists(path):
-    raise FileNotFoundError(f"{path} does not exist")
-  if fmt == "jsonl":
-    return Table(None, 0, json_rows(path))
-  records = text_io.csv_records(path, _UTF8_ADVICE, repair, delimiter="," if fmt == "csv" else "\t",
-                                quoting=csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE)
-  first = next(records, None)
-  if first is None:
-    raise ValueError(f"{path}:1: the file is empty; {empty}")
-  header_line, _, header = first
-
-  def rows():
-    for line, last, row in records:
-      if len(row) != len(header):
-        runs_on = f" (the row runs on to line {last}: is a quote left open?)" if last > line else ""
-        raise ValueError(f"{path}:{line}: {len(row)} {'comma' if fmt == 'csv' else 'tab'}-separated fields, "
-                         f"expected {len(header)} as in the header{runs_on}; {repair}")
-      yield line, dict(zip(header, row))
-
-  return Table(header, header_line, rows())
-
-
-def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-  """(line, object) per non-blank line of a JSON lines file; ValueError naming path:line for one that is not
-  a JSON object."""
-  for number, text in enumerate(text_io.decoded_lines(path, _UTF8_ADVICE), start=1):
-    if not text.strip():
-      continue
-    try:
-      value = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one object "
-                       "a line") from None
-    if not isinstance(value, dict):
-      raise ValueError(f"{path}:{number}: a JSON {type(value).__name__}, not an object; JSON lines hold one "
-                       'object a line, e.g. {"sentence1": "...", "label": "..."}')
-    yield number, value
 
 
 def _columns_there(header: Sequence[str] | None, row: dict) -> str:
@@ -291,8 +225,8 @@ def read_file(files: DataFiles, split: str, is_pair: bool | None = None) -> User
   file has no label column). `is_pair`: whether the task takes pairs; None (the training file) decides it from
   the columns. Raises as the module docstring says."""
   path = files.path(split)
-  fmt = file_format(path, f"--{SPLIT_FLAGS[split]}")
-  table = read_table(path, fmt)
+  fmt = text_io.file_format(path, f"--{SPLIT_FLAGS[split]}")
+  table = text_io.read_table(path, fmt)
   header, rows = table.header, table.rows
   text_b = files.text_b_column or DEFAULT_TEXT_B
   b_flag = "--text_b_column" + ("" if files.text_b_column else f", default {DEFAULT_TEXT_B!r} as in the training file")
@@ -376,7 +310,7 @@ def write_predictions(files: DataFiles, task: glue.GlueTask, predictions: Sequen
   """Writes `<output_dir>/test_predictions.{csv,tsv,jsonl}` (the test file's format): one row per test row, in
   its order, with `index` (the row's 0-based position in the test file) and `prediction` (the label, or the
   score with 6 decimals); returns its path. The file appears complete or not at all."""
-  fmt = file_format(files.test_file, "--test_file")
+  fmt = text_io.file_format(files.test_file, "--test_file")
   values = [f"{float(p):.6f}" if task.is_regression else task.labels[int(p)] for p in predictions]
   path = os.path.join(output_dir, PREDICTIONS[fmt])
   if fmt == "jsonl":

@@ -20,6 +20,13 @@ where both occur, the majority wins and the others are read as conlleval reads t
 entity (unclosed, unopened) is an error naming the line. A given scheme is trusted likewise, except E-/S- tags
 in an IOB1 or IOB2 file, which are an error. The scheme found is reported (`ConllFile.scheme`).
 
+Plain tag sets. Tags that are not entities - part of speech (NN, VBZ, ...) or any label per word - are read
+as they are (`PLAIN`, `--tag_scheme=plain`): found by auto when no tag is an entity tag (`plain_or_entities`;
+a file that mixes both is an error naming the line, as is a tag that is not an entity tag under a given
+entity scheme). The task is then word-level tagging: the model's labels are the training file's tags, sorted
+(`plain_labels`), trained and predicted at each word's first piece as entity labels are, scored per word
+(`ner_metrics.evaluate_tags`).
+
 Labels. The model predicts in one scheme (`label_scheme`: IOB2 or BIOES) over the entity types of the training
 file: labels `O`, then per type (sorted) B-, I- (and E-, S-). Tags of any scheme convert to any other through
 their entities (`convert_tags`), which are read with conlleval's rules (`ner_metrics.entities`); predictions
@@ -55,6 +62,8 @@ from bert_tf import fileio
 from bert_tf.tasks.ner.metrics import OUTSIDE, entities, split_tag
 
 SCHEMES = ("IOB1", "IOB2", "BIOES")
+PLAIN = "plain"  # a tag set that is not entities (part of speech, any label per word): each tag is a label
+TAG_SCHEMES = (*SCHEMES, PLAIN)
 LABEL_SCHEMES = ("IOB2", "BIOES")
 DOCSTART = "-DOCSTART-"
 # The files of a data dir, by split: the CoNLL-2003 release's names first, then a common copy's.
@@ -112,8 +121,7 @@ def _decode(data: bytes, path: str) -> str:
 
 def parse_conll(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   """The bytes of a CoNLL file -> its sentences (`read_conll` without the file; `path` names it in errors)."""
-  if scheme != "auto" and scheme not in SCHEMES:
-    raise ValueError(f"--tag_scheme={scheme}: choose auto or one of {', '.join(SCHEMES)}")
+  _check_scheme_name(scheme)
   text = _decode(data, path)
   sentences: list[NerSentence] = []
   words: list[str] = []
@@ -145,10 +153,6 @@ def parse_conll(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
     elif len(fields) != columns:
       raise ValueError(f"{path}:{number}: {len(fields)} columns, the file's first word line has {columns}; every "
                        "line holds the same columns (word ... tag)")
-    try:
-      split_tag(fields[-1])
-    except ValueError as e:
-      raise ValueError(f"{path}:{number}: unknown {e}") from None
     words.append(fields[0])
     tags.append(fields[-1])
     lines.append(number)
@@ -159,18 +163,71 @@ def parse_conll(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   return _conll_file(path, sentences, scheme, document + 1, columns)
 
 
+def _check_scheme_name(scheme: str) -> None:
+  if scheme != "auto" and scheme not in TAG_SCHEMES:
+    raise ValueError(f"--tag_scheme={scheme}: choose auto or one of {', '.join(TAG_SCHEMES)}")
+
+
 def _conll_file(path: str, sentences: list[NerSentence], scheme: str, num_documents: int,
                 num_columns: int) -> ConllFile:
+  if plain_or_entities(sentences, path, scheme) == PLAIN:
+    return ConllFile(path, sentences, PLAIN, (), num_documents, num_columns)
   found, irregular, first_irregular = check_scheme(sentences, path, scheme)
   types = sorted({split_tag(t)[1] for s in sentences for t in s.tags} - {""})
   return ConllFile(path, sentences, found, tuple(types), num_documents, num_columns, irregular, first_irregular)
 
 
+def _where(path: str, sentence: NerSentence, i: int) -> str:
+  """"path:line: " of word `i`'s tag (JSON lines: "path:line: column 'tags': ")."""
+  return f"{path}:{sentence.word_line(i)}: " + ("column 'tags': " if sentence.one_line else "")
+
+
+def _is_entity_tag(tag: str) -> bool:
+  try:
+    split_tag(tag)
+  except ValueError:
+    return False
+  return True
+
+
+def plain_or_entities(sentences: Sequence[NerSentence], path: str, scheme: str = "auto") -> str:
+  """PLAIN when the tags are a plain tag set, else `scheme` (an entity scheme, or "auto" to detect which).
+
+  auto: plain when no tag is an entity tag (B-, I-, E-, S- and a type; a lone O is both), entities when all
+  are; a file with both is an error naming the first tag that is not an entity tag and the first that is (a
+  typo in an entity file should not turn it into another task). A given entity scheme: every tag must be an
+  entity tag. PLAIN: any tag."""
+  _check_scheme_name(scheme)
+  if scheme == PLAIN:
+    return PLAIN
+  other = entity = None  # (sentence, index) of the first tag that is not an entity tag, and of one that is
+  for sentence in sentences:
+    for i, tag in enumerate(sentence.tags):
+      if not _is_entity_tag(tag):
+        other = other or (sentence, i)
+      elif tag != OUTSIDE:
+        entity = entity or (sentence, i)
+    if other and entity:
+      break
+  if other is None:
+    return scheme
+  if scheme == "auto" and entity is None:
+    return PLAIN
+  sentence, i = other
+  tag = sentence.tags[i]
+  if scheme == "auto":
+    fix = (f"line {entity[0].word_line(entity[1])} has the entity tag {entity[0].tags[entity[1]]}: fix the tag, or "
+           f"pass --tag_scheme={PLAIN} to learn every tag as a label of its own")
+  else:
+    fix = f"--tag_scheme={scheme} reads entity tags: fix the tag, or pass --tag_scheme={PLAIN} (or auto)"
+  raise ValueError(f"{_where(path, sentence, i)}unknown tag {tag!r}: expected O or B-, I-, E-, S- followed by an "
+                   f"entity type (e.g. B-PER); {fix}")
+
+
 def parse_json_lines(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   """The bytes of a JSON lines file, one `{"tokens": [...], "tags": [...]}` sentence a line (other keys are
   ignored) -> its sentences, one document (`parse_conll`'s result; `num_columns` 2: a word and its tag)."""
-  if scheme != "auto" and scheme not in SCHEMES:
-    raise ValueError(f"--tag_scheme={scheme}: choose auto or one of {', '.join(SCHEMES)}")
+  _check_scheme_name(scheme)
   sentences: list[NerSentence] = []
   for number, line in enumerate(_decode(data, path).split("\n"), 1):
     if not line.strip():
@@ -192,11 +249,6 @@ def parse_json_lines(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
     if not tokens or len(tokens) != len(tags):
       raise ValueError(f"{path}:{number}: {len(tokens)} tokens and {len(tags)} tags; give one tag per token, "
                        "and at least one token")
-    for tag in tags:
-      try:
-        split_tag(tag)
-      except ValueError as e:
-        raise ValueError(f"{path}:{number}: column 'tags': unknown {e}") from None
     sentences.append(NerSentence(tuple(tokens), tuple(tags), number, 0, one_line=True))
   if not sentences:
     raise ValueError(f"{path}: holds no sentences; give one JSON object a line, "
@@ -209,7 +261,8 @@ def read_conll(path: str, scheme: str = "auto") -> ConllFile:
   docstring.
 
   Args:
-    scheme: "auto" (detect IOB1, IOB2 or BIOES), or the file's scheme (see the module docstring).
+    scheme: "auto" (detect plain tags, or IOB1, IOB2 or BIOES), or the file's scheme (see the module
+      docstring).
   Raises FileNotFoundError for a missing file; ValueError naming the file and line for bytes that are not
   UTF-8, a line with another number of columns than the first, an unknown tag, tags that fit no one scheme
   (auto) or E-/S- tags in a given IOB1 or IOB2 file, and a file without sentences.
@@ -342,6 +395,25 @@ def labels_for(types: Sequence[str], label_scheme: str) -> tuple[str, ...]:
   return (OUTSIDE, *(f"{p}-{kind}" for kind in sorted(types) for p in prefixes))
 
 
+def plain_labels(conlls: Sequence[ConllFile]) -> tuple[str, ...]:
+  """The model's labels for a plain tag set: the tags of `conlls` (the training file), sorted (numerically when
+  every tag is an integer, as run_classifier.py sorts labels)."""
+  from bert_tf.tasks.classification.user_data import sorted_labels
+
+  return sorted_labels([t for conll in conlls for s in conll.sentences for t in s.tags])
+
+
+def check_tags(conll: ConllFile, labels: Sequence[str], what: str) -> None:
+  """Raises ValueError naming the file and line of the first tag that is not among `labels` (a plain tag set's:
+  the training file's tags) - a tag the model never learnt."""
+  known = set(labels)
+  for sentence in conll.sentences:
+    for i, tag in enumerate(sentence.tags):
+      if tag not in known:
+        raise ValueError(f"{_where(conll.path, sentence, i)}unknown tag {tag!r}: {what} has the tags "
+                         f"{', '.join(labels)}; fix the tag, or train on a file that has it")
+
+
 def check_types(conll: ConllFile, types: Sequence[str], what: str) -> None:
   """Raises ValueError naming the file and line of the first tag whose type is not among `types` (the
   model's, from its training file)."""
@@ -398,7 +470,8 @@ def _centres(lengths: Sequence[int], budget: int) -> Iterator[tuple[int, int]]:
 def make_windows(sentences: Sequence[NerSentence], tokenizer, max_seq_length: int, document_context: bool,
                  label_ids: dict[str, int] | None = None, label_scheme: str = "IOB2") -> list[NerWindow]:
   """Sentences -> windows, in order (see the module docstring). `label_ids` maps the model's labels (in
-  `label_scheme`) to ids; the sentences' tags are converted to that scheme. None: no labels (all 0)."""
+  `label_scheme`, or PLAIN: the tags themselves) to ids; the sentences' tags are converted to that scheme. None:
+  no labels (all 0)."""
   if max_seq_length < 3:
     raise ValueError(f"--max_seq_length={max_seq_length}: must be at least 3 ([CLS] word [SEP])")
   budget = max_seq_length - 2
@@ -419,7 +492,8 @@ def make_windows(sentences: Sequence[NerSentence], tokenizer, max_seq_length: in
       sentence = sentences[s]
       labels = None
       if label_ids is not None:
-        labels = [label_ids[t] for t in convert_tags(sentence.tags, label_scheme)]
+        tags = sentence.tags if label_scheme == PLAIN else convert_tags(sentence.tags, label_scheme)
+        labels = [label_ids[t] for t in tags]
       starts = [0]
       for word in words:
         starts.append(starts[-1] + len(word))

@@ -21,6 +21,10 @@ same tokens. For each type and overall (micro):
 and, as seqeval's classification_report, the macro average (the mean over types) and the support-weighted
 average of the per-type values. `accuracy` is conlleval's token accuracy: tags equal, over all tokens.
 
+A plain tag set (part of speech, or any label per word; `ner.PLAIN`) has no entities: `evaluate_tags` scores
+each word as one classification, as scikit-learn does: accuracy, and per-tag, macro and weighted precision,
+recall and F1.
+
 Pure Python (no TensorFlow).
 """
 
@@ -109,13 +113,10 @@ class NerEvaluation:
 
 def evaluate(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> NerEvaluation:
   """Sentences of gold and predicted tags (the same lengths) -> their `NerEvaluation`."""
-  if len(gold) != len(predicted):
-    raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
+  _check_lengths(gold, predicted)
   counts: dict[str, list[int]] = {}  # type -> [correct, gold, predicted]
   tokens = same = 0
-  for i, (g, p) in enumerate(zip(gold, predicted)):
-    if len(g) != len(p):
-      raise ValueError(f"sentence {i}: {len(g)} gold tags but {len(p)} predicted ones")
+  for g, p in zip(gold, predicted):
     tokens += len(g)
     same += sum(a == b for a, b in zip(g, p))
     gold_entities, predicted_entities = set(entities(g)), set(entities(p))
@@ -127,13 +128,27 @@ def evaluate(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) 
       counts.setdefault(entity[0], [0, 0, 0])[2] += 1
   per_type = {kind: _scores(*counts[kind]) for kind in sorted(counts)}
   overall = _scores(*(sum(c[j] for c in counts.values()) for j in range(3)))
-  n = len(per_type)
-  macro = tuple(sum(getattr(s, k) for s in per_type.values()) / n if n else 0.0
+  return NerEvaluation(tokens, same / tokens if tokens else 0.0, overall, per_type, *_averages(per_type))
+
+
+def _averages(per_class: dict[str, Scores]) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+  """(macro, support-weighted) averages of the classes' (precision, recall, f1), as seqeval's and scikit-learn's
+  classification reports compute them; 0.0 without classes or support."""
+  n = len(per_class)
+  macro = tuple(sum(getattr(s, k) for s in per_class.values()) / n if n else 0.0
                 for k in ("precision", "recall", "f1"))
-  support = sum(s.gold for s in per_type.values())
-  weighted = tuple(sum(getattr(s, k) * s.gold for s in per_type.values()) / support if support else 0.0
+  support = sum(s.gold for s in per_class.values())
+  weighted = tuple(sum(getattr(s, k) * s.gold for s in per_class.values()) / support if support else 0.0
                    for k in ("precision", "recall", "f1"))
-  return NerEvaluation(tokens, same / tokens if tokens else 0.0, overall, per_type, macro, weighted)
+  return macro, weighted  # type: ignore[return-value]
+
+
+def _check_lengths(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> None:
+  if len(gold) != len(predicted):
+    raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted ones")
+  for i, (g, p) in enumerate(zip(gold, predicted)):
+    if len(g) != len(p):
+      raise ValueError(f"sentence {i}: {len(g)} gold tags but {len(p)} predicted ones")
 
 
 def conlleval_report(evaluation: NerEvaluation) -> str:
@@ -147,4 +162,59 @@ def conlleval_report(evaluation: NerEvaluation) -> str:
   for kind, s in evaluation.per_type.items():
     lines.append(f"{kind:>17}: precision: {100 * s.precision:6.2f}%; recall: {100 * s.recall:6.2f}%; "
                  f"FB1: {100 * s.f1:6.2f}  {s.predicted}")
+  return "\n".join(lines) + "\n"
+
+
+# -- Plain tag sets -----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TagEvaluation:
+  """Word-level scores of a plain tag set (part of speech, any label per word: no entities). Every word is one
+  classification: `accuracy` is the share of words whose tag is right; per tag (sorted, every tag seen in gold
+  or predictions) precision, recall and F1 with `Scores.gold` the tag's support, and their macro and
+  support-weighted averages: scikit-learn's `precision_recall_fscore_support` over the flattened words (a tag
+  never predicted scores 0)."""
+
+  words: int
+  accuracy: float
+  per_tag: dict[str, Scores]
+  macro: tuple[float, float, float]  # precision, recall, f1
+  weighted: tuple[float, float, float]
+
+  def as_dict(self) -> dict[str, float | int]:
+    """Flat "key": value pairs for eval_results (accuracy, macro_f1, weighted_f1, <TAG>_f1, ...)."""
+    values: dict[str, float | int] = {}
+    for tag, s in self.per_tag.items():
+      values.update({f"{tag}_precision": s.precision, f"{tag}_recall": s.recall, f"{tag}_f1": s.f1,
+                     f"{tag}_support": s.gold})
+    # After the per-tag keys: a tag named "macro" cannot hide the headline averages.
+    values.update(accuracy=self.accuracy, macro_precision=self.macro[0], macro_recall=self.macro[1],
+                  macro_f1=self.macro[2], weighted_f1=self.weighted[2], words=self.words)
+    return values
+
+
+def evaluate_tags(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> TagEvaluation:
+  """Sentences of gold and predicted plain tags (the same lengths) -> their `TagEvaluation`."""
+  _check_lengths(gold, predicted)
+  counts: dict[str, list[int]] = {}  # tag -> [correct, gold, predicted]
+  words = same = 0
+  for g, p in zip(gold, predicted):
+    for a, b in zip(g, p):
+      words += 1
+      same += a == b
+      counts.setdefault(a, [0, 0, 0])[1] += 1
+      counts.setdefault(b, [0, 0, 0])[2] += 1
+      counts[a][0] += a == b
+  per_tag = {tag: _scores(*counts[tag]) for tag in sorted(counts)}
+  return TagEvaluation(words, same / words if words else 0.0, per_tag, *_averages(per_tag))
+
+
+def tag_report(evaluation: TagEvaluation) -> str:
+  """The scores in conlleval's layout (percentages with two decimals), one line per tag with its support."""
+  lines = [f"processed {evaluation.words} words; accuracy: {100 * evaluation.accuracy:6.2f}%; "
+           f"macro F1: {100 * evaluation.macro[2]:6.2f}; weighted F1: {100 * evaluation.weighted[2]:6.2f}"]
+  for tag, s in evaluation.per_tag.items():
+    lines.append(f"{tag:>17}: precision: {100 * s.precision:6.2f}%; recall: {100 * s.recall:6.2f}%; "
+                 f"FB1: {100 * s.f1:6.2f}  {s.gold}")
   return "\n".join(lines) + "\n"

@@ -25,6 +25,12 @@ classifier on one of its feature choices. The encoder's layers are computed once
 With --export_dir, ner_model/ is also exported for TensorFlow Serving (`export.ner_serving`: raw text in, tags
 and entities out) to <export_dir>/<model_name>/<version>/.
 
+A plain tag set (part of speech, any label per word: `ner.PLAIN`, found by --tag_scheme=auto or given as
+--tag_scheme=plain) is word-level tagging: the model's labels are the training file's tags, trained and predicted
+as above; the scores are word-level (accuracy, the headline, and per-tag, macro and weighted F1:
+`ner_metrics.evaluate_tags`), in <split>_results.txt / .json and <split>_report.txt (instead of
+<split>_conlleval.txt); ner.json holds label_scheme "plain" and the tags as labels.
+
 Predicted tags are written in the scheme of the file they are for (IOB1 for the release), so that conlleval, or
 seqeval, scores the file as it scores gold: `conlleval < eval_predictions.txt`.
 """
@@ -52,8 +58,20 @@ from bert_tf.training import distribute, finetuning
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
 # conlleval's overall scores, headline (entity F1, --metric_for_best's default) first; per-type ones
-# (<TYPE>_f1) depend on the data.
+# (<TYPE>_f1, ...: `metric_names`) depend on the dev file.
 METRIC_NAMES = ("f1", "precision", "recall", "accuracy", "macro_f1", "weighted_f1")
+# A plain tag set's word-level scores (ner_metrics.evaluate_tags), headline (accuracy) first; per tag <TAG>_f1.
+PLAIN_METRIC_NAMES = ("accuracy", "macro_f1", "weighted_f1", "macro_precision", "macro_recall")
+TYPE_METRICS = ("f1", "precision", "recall")  # of each entity type: PER_f1, ...
+
+
+def metric_names(label_scheme: str, types: tuple[str, ...] = ()) -> tuple[str, ...]:
+  """The scores a model with labels in `label_scheme` (IOB2, BIOES or ner.PLAIN) reports, headline first
+  (--metric_for_best's default and choices): a plain tag set's word-level scores, or the entity scores and then
+  each of the entity `types`' f1, precision and recall."""
+  if label_scheme == ner.PLAIN:
+    return PLAIN_METRIC_NAMES
+  return METRIC_NAMES + tuple(f"{kind}_{name}" for kind in types for name in TYPE_METRICS)
 
 
 @dataclasses.dataclass
@@ -68,8 +86,8 @@ class NerConfig(finetuning.TaskRunConfig):
   do_eval: bool = False
   do_predict: bool = False
   max_seq_length: int = 128
-  tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES
-  label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES
+  tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES, plain (not entities: e.g. POS tags)
+  label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES (a plain tag set's labels are its tags)
   document_context: bool = False  # the paper's maximal document context, else one sentence a window
   features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
@@ -88,13 +106,18 @@ class NerConfig(finetuning.TaskRunConfig):
     self.finetuning.validate()
     if not (self.do_train or self.do_eval or self.do_predict):
       raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
-    if self.tag_scheme != "auto" and self.tag_scheme not in ner.SCHEMES:
-      raise ValueError(f"--tag_scheme={self.tag_scheme}: choose auto or one of {', '.join(ner.SCHEMES)}")
+    if self.tag_scheme != "auto" and self.tag_scheme not in ner.TAG_SCHEMES:
+      raise ValueError(f"--tag_scheme={self.tag_scheme}: choose auto or one of {', '.join(ner.TAG_SCHEMES)}")
     if self.label_scheme not in ner.LABEL_SCHEMES:
       raise ValueError(f"--label_scheme={self.label_scheme}: choose one of {', '.join(ner.LABEL_SCHEMES)}")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] word [SEP]")
-    self.finetuning.check_evaluation(self.do_train, self.do_eval, METRIC_NAMES)
+    # auto: either kind's names until the files say which; a per-type score (PER_f1) waits for the dev file
+    # (`check_metric_for_best` checks again once the files are read).
+    metric = self.finetuning.metric_for_best or ""
+    per_type = (metric,) if metric.rpartition("_")[0] and metric.rpartition("_")[2] in TYPE_METRICS else ()
+    names = {ner.PLAIN: PLAIN_METRIC_NAMES, "auto": tuple(dict.fromkeys(METRIC_NAMES + PLAIN_METRIC_NAMES))}
+    self.finetuning.check_evaluation(self.do_train, self.do_eval, names.get(self.tag_scheme, METRIC_NAMES) + per_type)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
@@ -116,30 +139,70 @@ class NerConfig(finetuning.TaskRunConfig):
 # -- Inputs ---------------------------------------------------------------------------------------------------
 
 
-def read_inputs(config: NerConfig, types: tuple[str, ...] | None = None,
+def read_inputs(config: NerConfig, settings: dict | None = None,
                 say: Callable[[str], None] = logging.info) -> dict[str, ner.ConllFile]:
   """Reads and checks every file the flags ask for before any work: {"train": ..., "eval": ..., "test": ...}.
-  `types`: the entity types of the model to evaluate (None: those of the training file). Raises naming the
-  file and line (see `ner.read_conll`), or a tag whose type the model does not know."""
+  `settings`: the ner.json of the model to evaluate (None: the training file says what the model learns).
+  Raises naming the file and line (see `ner.read_conll`), or a tag the model does not know (an entity type, or
+  a plain tag), or a file of entity tags for a model of plain tags or the other way round."""
   wanted = [split for split, on in (("train", config.do_train), ("eval", config.do_eval),
                                     ("test", config.do_predict)) if on]
   inputs = {}
+  plain = None if settings is None else settings["label_scheme"] == ner.PLAIN
+  source = "the training file" if config.do_train else f"the model ({config.finetuning.init_checkpoint})"
   for split in wanted:
-    conll = ner.read_conll(ner.split_file(config.data_dir, _SPLITS[split]), config.tag_scheme)
-    say(f"{conll.path}: {len(conll.sentences)} sentences, {conll.num_words} words, {conll.num_documents} "
-        f"document(s), {conll.scheme} tags, types {', '.join(conll.types) or '(none)'}")
+    # A plain model's files are read as plain tags: an O among its tags is a tag like any other.
+    scheme = ner.PLAIN if plain and config.tag_scheme == "auto" else config.tag_scheme
+    conll = ner.read_conll(ner.split_file(config.data_dir, _SPLITS[split]), scheme)
+    counts = f"{len(conll.sentences)} sentences, {conll.num_words} words, {conll.num_documents} document(s)"
+    if conll.scheme == ner.PLAIN:
+      tags = ner.plain_labels([conll])
+      say(f"{conll.path}: {counts}, plain tags (not entities): {len(tags)} tags {', '.join(tags[:20])}"
+          + (", ..." if len(tags) > 20 else ""))
+    else:
+      say(f"{conll.path}: {counts}, {conll.scheme} tags, types {', '.join(conll.types) or '(none)'}")
     if conll.irregular:
       say(f"{conll.path}: {conll.irregular} tag(s) that {conll.scheme} does not allow (first: "
           f"{conll.first_irregular}), read as conlleval reads them")
+    if plain is None:
+      plain = conll.scheme == ner.PLAIN
+    elif plain != (conll.scheme == ner.PLAIN):
+      raise ValueError(f"{conll.path}: holds {'plain tags (not entities)' if not plain else 'entity tags'}, but "
+                       f"{source} has {'plain tags' if plain else 'entity tags'}; give every file the same kind "
+                       f"of tags")
     inputs[split] = conll
   if "train" in inputs:
-    types = inputs["train"].types
-    if not types:
-      raise ValueError(f"{inputs['train'].path}: holds no entity tags (every tag is O); nothing to learn")
+    train = inputs["train"]
+    labels = labels_of(train, config.label_scheme)
+    if plain and len(labels) < 2:
+      raise ValueError(f"{train.path}: holds one tag ({labels[0]}); nothing to learn: give two or more")
+    if not plain and not train.types:
+      raise ValueError(f"{train.path}: holds no entity tags (every tag is O); nothing to learn")
+    types = train.types
+  else:
+    labels, types = tuple(settings["labels"]), tuple(settings["types"])
   for split in ("eval", "test"):
-    if split in inputs:
+    if split in inputs and plain:
+      ner.check_tags(inputs[split], labels, source)
+    elif split in inputs:
       ner.check_types(inputs[split], types, "the training file" if config.do_train else "the model")
   return inputs
+
+
+def labels_of(train: ner.ConllFile, label_scheme: str) -> tuple[str, ...]:
+  """The model's labels for the training file: its tags (sorted) for a plain tag set, else O and its types'
+  tags in `label_scheme`."""
+  if train.scheme == ner.PLAIN:
+    return ner.plain_labels([train])
+  return ner.labels_for(train.types, label_scheme)
+
+
+def check_metric_for_best(config: NerConfig, dev: ner.ConllFile) -> None:
+  """--metric_for_best among the scores evaluating on `dev` gives (`metric_names` of the run's label scheme and
+  the dev file's entity types)."""
+  metric, names = config.finetuning.metric_for_best, metric_names(config.label_scheme, dev.types)
+  if config.finetuning.eval_every_steps and metric is not None and metric not in names:
+    raise ValueError(f"--metric_for_best={metric}: evaluating on {dev.path} gives {', '.join(names)}")
 
 
 def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, say):
@@ -218,7 +281,7 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
   # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
   head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
   run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source,
-                                 evaluate=evaluate, headline_metric=METRIC_NAMES[0], head=head)
+                                 evaluate=evaluate, headline_metric=metric_names(config.label_scheme)[0], head=head)
   seconds = finetuning.training_seconds(result, time.perf_counter() - start)
   if result.interrupted:
     return None, {"interrupted": True, "exit_code": result.exit_code}
@@ -230,24 +293,44 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-            say) -> list[list[str]]:
-  """Each sentence's predicted tags, in the scheme of `conll`'s file."""
-  info, windows = _feature_file(config, conll, tokenizer, None, say)
+            say, kept: dict | None = None) -> list[list[str]]:
+  """Each sentence's predicted tags, in the scheme of `conll`'s file. `kept`: a run's dict for what its later
+  calls on `conll` reuse (evaluation while training): the windows and feature file, made or read once, and the
+  prediction function of `model` (and its encoder's cached layers), made once."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = _feature_file(config, conll, tokenizer, None, say)
+  if kept.get("model") is not model:
+    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length), layers=None)
+  info, windows = kept["features"]
   batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
   if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
-    layers = _layer_file(config, model.encoder, info, say)
-    dataset = nfb.layer_dataset(layers, batch_size, is_training=False, pad_to_batch=True)
+    kept["layers"] = kept["layers"] or _layer_file(config, model.encoder, info, say)
+    dataset = nfb.layer_dataset(kept["layers"], batch_size, is_training=False, pad_to_batch=True)
   else:
     dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
-  ids = finetuning.predict(nf.ner_predictions(model, config.max_seq_length), dataset, strategy,
-                           description=f"predicting {conll.path}", num_examples=len(windows))  # [N, T]
+  ids = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {conll.path}",
+                           num_examples=len(windows))  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
                      "have it written again")
   tags = ner.predicted_tags(windows, ids.astype(int), conll.sentences, labels)
+  if config.label_scheme == ner.PLAIN:
+    return tags
   return [ner.convert_tags(row, conll.scheme) for row in tags]
+
+
+def score(conll: ner.ConllFile, predicted: list[list[str]], label_scheme: str) -> tuple[dict, str]:
+  """(the scores of `predicted` against `conll`'s tags, flat as in *_results.json; their report): conlleval's
+  for entities, word-level (`ner_metrics.evaluate_tags`) for a plain tag set."""
+  gold = [s.tags for s in conll.sentences]
+  if label_scheme == ner.PLAIN:
+    evaluation = ner_metrics.evaluate_tags(gold, predicted)
+    return evaluation.as_dict(), ner_metrics.tag_report(evaluation)
+  evaluation = ner_metrics.evaluate(gold, predicted)
+  return evaluation.as_dict(), ner_metrics.conlleval_report(evaluation)
 
 
 def write_predictions(path: str, conll: ner.ConllFile, predicted: list[list[str]]) -> str:
@@ -259,11 +342,11 @@ def write_predictions(path: str, conll: ner.ConllFile, predicted: list[list[str]
   return path
 
 
-def write_results(output_dir: str, prefix: str, values: dict, report: str) -> None:
+def write_results(output_dir: str, prefix: str, values: dict, report: str, report_name: str = "conlleval") -> None:
   lines = finetuning.results_text(values)
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.txt"), lines)
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.json"), json.dumps(values, indent=2) + "\n")
-  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_conlleval.txt"), report)
+  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_{report_name}.txt"), report)
 
 
 def _check_trained_mode(config: NerConfig, settings: dict) -> None:
@@ -294,24 +377,33 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
                      f"with do_lower_case={settings['do_lower_case']}; pass the same casing")
   if settings is not None:
     _check_trained_mode(config, settings)
-  inputs = read_inputs(config, None if settings is None else tuple(settings["types"]), say)
+  inputs = read_inputs(config, settings, say)
+  if config.do_train and inputs["train"].scheme == ner.PLAIN:
+    say(f"{inputs['train'].path}: a plain tag set: word-level tagging, each tag a label of its own (--label_scheme "
+        "applies to entities only), scored by word-level accuracy and F1")
+    config = dataclasses.replace(config, label_scheme=ner.PLAIN)
+  elif settings is not None and settings["label_scheme"] != config.label_scheme:
+    config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
+  if "eval" in inputs:
+    check_metric_for_best(config, inputs["eval"])
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)
   summary: dict = {"output_dir": config.output_dir}
+  kept: dict = {"eval": {}, "test": {}}  # each file's features and the compiled model, for all its predictions
   if config.do_train:
     import keras
 
     keras.utils.set_random_seed(config.finetuning.seed)
     conll = inputs["train"]
-    labels = ner.labels_for(conll.types, config.label_scheme)
+    labels = labels_of(conll, config.label_scheme)
 
-    def evaluate(model):  # while training: conlleval's scores on the dev file
+    def evaluate(model):  # while training: the scores on the dev file (conlleval's, or word-level ones)
       dev = inputs["eval"]
-      return ner_metrics.evaluate([s.tags for s in dev.sentences],
-                                  predict(model, config, dev, labels, strategy, tokenizer, say)).as_dict()
+      return score(dev, predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"]),
+                   config.label_scheme)[0]
 
     model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
     summary.update(trained)
@@ -326,8 +418,6 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     with strategy.scope():
       model, settings = load_model(model_dir)
     labels = tuple(settings["labels"])
-    if settings["label_scheme"] != config.label_scheme:
-      config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
   summary["model_dir"] = model_dir
 
   for split in ("eval", "test"):
@@ -335,19 +425,20 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       continue
     conll = inputs[split]
     start = time.perf_counter()
-    predicted = predict(model, config, conll, labels, strategy, tokenizer, say)
+    predicted = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
     seconds = time.perf_counter() - start
-    evaluation = ner_metrics.evaluate([s.tags for s in conll.sentences], predicted)
-    values = {**evaluation.as_dict(), f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
+    scores, report = score(conll, predicted, config.label_scheme)
+    values = {**scores, f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
     for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second",
                 *finetuning.EVALUATION_KEYS):
       if key in summary:
         values[key] = summary[key]
     if chief:
       path = write_predictions(os.path.join(config.output_dir, f"{split}_predictions.txt"), conll, predicted)
-      write_results(config.output_dir, split, values, ner_metrics.conlleval_report(evaluation))
+      write_results(config.output_dir, split, values, report,
+                    "report" if config.label_scheme == ner.PLAIN else "conlleval")
       say(f"{len(predicted)} sentences -> {path}")
-    say(f"{conll.path}:\n" + ner_metrics.conlleval_report(evaluation).rstrip())
+    say(f"{conll.path}:\n" + report.rstrip())
     summary[split] = values
   if config.export_dir and chief:
     from bert_tf.tasks.ner import serving as ner_serving

@@ -23,12 +23,14 @@ Signature `serving_default` (B: batch, W: most words in a text of the batch, E: 
            words           tf.string [B, W]  the words as they are in the text ("" past num_words)
            word_start, word_end   int32 [B, W]  each word's [start, end) in characters (Python string
                                              indices; 0 past num_words)
-           tags            tf.string [B, W]  each word's label, in the model's label scheme (IOB2 or BIOES)
+           tags            tf.string [B, W]  each word's label, in the model's label scheme (IOB2 or BIOES),
+                                             or a plain tag set's tag (e.g. "NN")
            num_entities    int32 [B]
            entity_type     tf.string [B, E]  e.g. "PER" ("" past num_entities)
            entity_start, entity_end   int32 [B, E]  [start, end) in characters, from the first word's start to
                                              the last word's end (0 past num_entities)
            entity_text     tf.string [B, E]  the text between them, as written
+  (a model of a plain tag set - label_scheme "plain" in the manifest - has no entities: its outputs end at tags)
 
 Signature `encoded` (for clients that make windows themselves; L <= max_position_embeddings):
 
@@ -51,6 +53,7 @@ import tensorflow_text as tf_text
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner.data import PLAIN
 from bert_tf.tasks.ner.metrics import split_tag
 
 TEXT_INPUT = "text"
@@ -91,7 +94,9 @@ class NerServer(tf.Module):
     if len(labels) != model.num_labels:
       raise ValueError(f"ner.json has {len(labels)} labels but the model has {model.num_labels} outputs")
     self._labels = tf.constant(labels)
-    parts = [split_tag(label) for label in labels]
+    # A plain tag set (part of speech, ...) has no entities: the words and their tags are the whole answer.
+    self._plain = settings["label_scheme"] == PLAIN
+    parts = [("O", "") if self._plain else split_tag(label) for label in labels]
     self._types = tf.constant(sorted({kind for _, kind in parts if kind}) or [""])
     types = {kind: i for i, kind in enumerate(sorted({kind for _, kind in parts if kind}))}
     self._label_prefix = tf.constant([PREFIX_CODES[prefix] for prefix, _ in parts], tf.int32)
@@ -177,7 +182,8 @@ class NerServer(tf.Module):
                "words": padded(tf.strings.substr(texts, begin, end - begin), ""),
                "word_start": padded(words.char_begin, 0), "word_end": padded(words.char_end, 0),
                "tags": padded(tf.gather(self._labels, label), "")}
-    outputs.update(self._entities(text, words, label, batch))
+    if not self._plain:
+      outputs.update(self._entities(text, words, label, batch))
     return outputs
 
   def _entities(self, text, words: "Words", label, batch) -> dict[str, tf.Tensor]:

@@ -212,15 +212,21 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
 
 
 def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, threshold: float,
-            say) -> squad_postprocess.Predictions:
-  """The answers to `examples` (from predict_file) at `threshold`."""
-  info, windows = _feature_file(config, config.predict_file, examples, tokenizer, False, say)
+            say, kept: dict | None = None) -> squad_postprocess.Predictions:
+  """The answers to `examples` (from predict_file) at `threshold`. `kept`: a run's dict for what its later calls
+  reuse (evaluation while training): the windows and feature file, made or read once, and the prediction
+  function of `model`, compiled once."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = _feature_file(config, config.predict_file, examples, tokenizer, False, say)
+  if kept.get("model") is not model:
+    kept.update(model=model, outputs=sf.squad_predictions(model, config.max_seq_length))
+  info, windows = kept["features"]
   dataset = sf.squad_dataset(
       info.path, finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy),
       config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
       length_multiple=config.length_multiple)
-  logits = finetuning.predict(sf.squad_predictions(model, config.max_seq_length), dataset, strategy,
-                              description=f"predicting {config.predict_file}",
+  logits = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {config.predict_file}",
                               num_examples=len(windows))  # [N, 2, T]
   if len(logits) != len(windows):
     raise ValueError(f"{info.path}: {len(logits)} windows predicted, {len(windows)} expected; remove the file "
@@ -272,6 +278,7 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)
   summary: dict = {"output_dir": config.output_dir}
+  kept: dict = {}  # predict_file's features and the compiled model, for every prediction of this run
   if config.do_train:
     import keras
 
@@ -280,7 +287,8 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
         else config.null_score_diff_threshold
 
     def evaluate_dev(model):  # while training: the official metrics on predict_file
-      return evaluate(config, predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say))
+      return evaluate(config, predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say,
+                                      kept))
 
     model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say, evaluate_dev)
     summary.update(trained)
@@ -298,7 +306,7 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
                                                 squad_postprocess.NULL_SCORE_DIFF_THRESHOLD))
   summary["model_dir"] = model_dir
   if config.predicting:
-    _predict_and_evaluate(config, model, model_dir, stored, inputs, strategy, tokenizer, chief, summary, say)
+    _predict_and_evaluate(config, model, model_dir, stored, inputs, strategy, tokenizer, chief, summary, say, kept)
   if config.export_dir and chief:
     from bert_tf.tasks.squad import serving as squad_serving
 
@@ -311,12 +319,12 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
 
 
 def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: float, inputs: dict, strategy,
-                          tokenizer, chief: bool, summary: dict, say) -> None:
+                          tokenizer, chief: bool, summary: dict, say, kept: dict) -> None:
   """--do_predict / --do_eval: the answers, their files, the official metrics and the stored threshold; adds
   what it did to `summary`."""
   threshold = stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
   start = time.perf_counter()
-  predictions = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say)
+  predictions = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say, kept)
   seconds = time.perf_counter() - start
   summary.update(predict_examples=len(predictions.predictions), predict_seconds=round(seconds, 2))
   if config.version_2_with_negative:

@@ -35,7 +35,7 @@ import os
 from collections.abc import Iterator
 
 from bert_tf import fileio
-from bert_tf.tasks.classification import user_data as user_data
+from bert_tf.data import text_io
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -86,7 +86,7 @@ def split_path(data_dir: str, split: str) -> str:
 def _rows(path: str, wanted: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
   """(first line, column -> value) per example of a SWAG CSV or JSON lines file, its columns checked."""
   is_json = path.lower().endswith((".json", ".jsonl"))
-  table = user_data.read_table(path, "jsonl" if is_json else "csv", "repair or delete that row, or download the "
+  table = text_io.read_table(path, "jsonl" if is_json else "csv", "repair or delete that row, or download the "
                                "file again", empty="download the SWAG data again")
   if table.header is not None:
     missing = [name for name in wanted if name not in table.header]
