@@ -166,7 +166,7 @@ def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_outpu
   import subprocess
   import sys
 
-  from test_glue_finetuning import TOKENS, write_mrpc
+  from test_classification_run import TOKENS, write_mrpc
 
   (tmp_path / "vocab.txt").write_text("\n".join(TOKENS) + "\n")
   config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,

@@ -16,8 +16,8 @@ import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import run as swag_run
-from test_swag import HEADER, TEST_HEADER
-from test_swag_finetuning import WORDS, make_examples
+from test_swag_data import HEADER, TEST_HEADER
+from test_swag_model import WORDS, make_examples
 
 T = 19  # max_seq_length
 FLAGS = ["--data_dir=data", "--vocab_file=model/vocab.txt", f"--max_seq_length={T}", "--features_dir=features",

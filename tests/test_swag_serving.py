@@ -18,7 +18,7 @@ from bert_tf.tasks.swag import serving as swag_serving
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import run as swag_run
 from bert_tf.tasks.swag import model as sf
-from test_swag_finetuning import WORDS, _config
+from test_swag_model import WORDS, _config
 
 T = 13
 EXAMPLES = [

@@ -13,7 +13,7 @@ Layer indexes count the transformer layers as google-research's `get_all_encoder
 0 the first layer's output (the embeddings are not among them). Values are rounded to 6 decimals as the
 reference rounds them (Python's `round(float(x), 6)`).
 
-Reading, tokenizing and truncating are line for line the reference's (tests/test_feature_extraction.py compares
+Reading, tokenizing and truncating are line for line the reference's (tests/test_features_extraction.py compares
 every value with google-research's script on the same checkpoint). What differs is how the encoder runs: batches
 of similar lengths padded to their longest line, not every line to max_seq_length; the padded positions are
 masked, so the values are the same.

@@ -14,7 +14,7 @@ from bert_tf.tasks.classification import run as gf
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.classification import user_data as ud
 from bert_tf.training import finetuning
-from test_glue_finetuning import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)
+from test_classification_run import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)
 
 ROWS = [("the cat sat", "on the mat", "pos"), ('a "big" dog, ran', "the cat", "neg"),
         ("red mat", "small dog\nran", "pos"), ("the dog", "the cat sat .", "neutral")]
@@ -256,7 +256,7 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
 def test_a_glue_task_as_csv_reads_as_the_glue_reader_reads_it(tmp_path):
   """MRPC's TSVs rewritten as CSV with the default column names: the same texts and labels, label ids and
   metrics as --task_name=MRPC (so the same features and training)."""
-  from test_glue_finetuning import write_mrpc
+  from test_classification_run import write_mrpc
 
   mrpc = ud.glue.get_task("MRPC")
   data = write_mrpc(tmp_path / "MRPC", sizes=(9, 5, 3))

@@ -1,5 +1,5 @@
 """bert_tf.tasks.squad.model: feature records, the span labeller, its loss, and training and prediction
-through the shared trainer and `finetuning.predict`, on windows of the corner-case fixture of test_squad."""
+through the shared trainer and `finetuning.predict`, on windows of the corner-case fixture of test_squad_data."""
 
 import json
 
@@ -14,7 +14,7 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad import model as sf
 from bert_tf.training import finetuning, optimization, trainer
-from test_squad import build_fixture, write_json
+from test_squad_data import build_fixture, write_json
 
 T, STRIDE, QUERY = 37, 11, 9  # odd sizes: max_seq_length, doc_stride, max_query_length
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")

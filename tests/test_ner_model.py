@@ -1,6 +1,6 @@
 """bert_tf.tasks.ner.model: feature records, the shared input pipeline with dynamic padding of the labels,
 the token classifier, its loss over first pieces only, and training and prediction through the shared trainer,
-on windows of test_ner's fixture (its 25-token vocabulary)."""
+on windows of test_ner_data's fixture (its 25-token vocabulary)."""
 
 import json
 
@@ -14,7 +14,7 @@ from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import model as nf
 from bert_tf.training import finetuning, optimization, trainer
-from test_ner import IOB2, ORIGINAL, VOCAB, write
+from test_ner_data import IOB2, ORIGINAL, VOCAB, write
 
 T = 11
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
