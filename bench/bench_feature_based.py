@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 sys.path.insert(0, REPO)
 import bench_glue  # noqa: E402  (processes, threads, the MiniLM folder and its conversion)
 import bench_ner  # noqa: E402  (the CoNLL subsets and the scoring)
-from bert_tf.tasks.feature_choice import CHOICES  # noqa: E402
+from bert_tf.tasks.features.choice import CHOICES  # noqa: E402
 
 RUN_NER = os.path.join(REPO, "scripts", "run_ner.py")
 FINETUNING = "fine-tuning"
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "started": started,
       "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "loadavg_before": loadavg_before},
       "software": {"ours": f"bert_tf {bench_glue.version('bert_tf')} / tensorflow {bench_glue.version('tensorflow')}",
-                   "scoring": f"bert_tf.tasks.ner_metrics and seqeval {bench_glue.version('seqeval')}",
+                   "scoring": f"bert_tf.tasks.ner.metrics and seqeval {bench_glue.version('seqeval')}",
                    "python": platform.python_version()},
       "settings": {k: getattr(args, k) for k in (
           "rows", "train_sentences", "eval_sentences", "num_train_epochs", "finetuning_learning_rate",

@@ -22,7 +22,7 @@ least --train_sentences sentences, written verbatim as <work_dir>/data/eng.train
 
 Score: both sides write `word gold predicted` files in IOB1 (ours' eval_predictions.txt, the peer's
 eval_predictions.txt); the harness reads both with the same function (`read_predictions`) and scores them with
-the same two: `bert_tf.tasks.ner_metrics.evaluate` (conlleval's entity-level micro F1, precision, recall) and
+the same two: `bert_tf.tasks.ner.metrics.evaluate` (conlleval's entity-level micro F1, precision, recall) and
 seqeval's default-mode `f1_score` (conlleval-compatible), which must agree; ours' own eval_results.json f1 must
 agree with its rescoring too. Speed: training windows/s (ours: steps x batch / its train_seconds, which include
 tracing and the final checkpoint; the peer: the loop alone) and prediction sentences/s over eng.testa (ours'
@@ -187,7 +187,7 @@ def read_predictions(path: str) -> tuple[list[list[str]], list[list[str]], list[
 
 def score(path: str) -> dict[str, float]:
   """Entity-level micro scores of a predictions file: ner_metrics (conlleval's) and seqeval's default mode."""
-  from bert_tf.tasks import ner_metrics  # pylint: disable=import-outside-toplevel
+  from bert_tf.tasks.ner import metrics as ner_metrics  # pylint: disable=import-outside-toplevel
   from seqeval.metrics import f1_score  # pylint: disable=import-outside-toplevel
 
   _, gold, predicted = read_predictions(path)
@@ -429,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
       "software": {"ours": f"bert_tf {bench_glue.version('bert_tf')} / tensorflow {bench_glue.version('tensorflow')}",
                    "peer": f"transformers {bench_glue.version('transformers')} / torch {bench_glue.version('torch')}",
-                   "scoring": f"bert_tf.tasks.ner_metrics and seqeval {bench_glue.version('seqeval')}",
+                   "scoring": f"bert_tf.tasks.ner.metrics and seqeval {bench_glue.version('seqeval')}",
                    "python": platform.python_version()},
       "settings": {k: getattr(args, k) for k in (
           "seeds", "train_sentences", "eval_sentences", "learning_rate", "num_train_epochs", "max_seq_length",

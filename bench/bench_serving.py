@@ -3,7 +3,7 @@ r"""Serving speed as users serve: raw text in, answers out, tokenization include
 Tasks (`--tasks`, each its module bench/serving_<task>.py: inputs, our export, the peer's pre- and
 post-processing, how answers are compared):
 
-  classifier  MRPC pairs in, probabilities out (`serving.export_classifier`); pairs/s.
+  classifier  MRPC pairs in, probabilities out (`classifier_serving.export_classifier`); pairs/s.
   squad       SQuAD question + context in, the answer text out (`export_squad`: windows, max context, n-best
               span selection in the graph); questions/s.
   ner         a CoNLL-2003 sentence as text in, each word's tag out (`export_ner`); sentences/s.

@@ -23,7 +23,7 @@ first gold answer (google-research's reader takes exactly one answer per trainin
 share an article.
 
 Scores: both sides' predictions.json / nbest_predictions.json / null_odds.json are scored by the same function
-(`squad_hf_peer.score`, through bert_tf.tasks.squad_metrics, equal to the official scripts): v1.1 EM and F1; v2.0
+(`squad_hf_peer.score`, through bert_tf.tasks.squad.metrics, equal to the official scripts): v1.1 EM and F1; v2.0
 EM and F1 of predictions.json (threshold 0), the best F1 over null-odds thresholds with that threshold, and
 HasAns F1 and NoAns accuracy at it. Speed: training windows/s (a window is one feature: examples/s counts
 features) = steps x batch / training seconds (ours' includes tracing and the final checkpoint; the peer's is the

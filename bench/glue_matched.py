@@ -93,7 +93,9 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
   import tensorflow as tf
 
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.tasks import classification, glue, glue_finetuning
+  from bert_tf.tasks.classification import classifier as classification
+  from bert_tf.tasks.classification import glue
+  from bert_tf.tasks.classification import run as glue_finetuning
   from bert_tf.training import finetuning
 
   task = glue.get_task(args.task_name)

@@ -1,7 +1,7 @@
 """The classifier task of `bench_serving.py`: MRPC pairs in, probabilities out.
 
 Inputs: the first `--requests` pairs of MRPC's train.tsv (real text), max_seq_length 128, lower-cased. Ours:
-`serving.export_classifier`. The peer: `BertForSequenceClassification`, its fast tokenizer with the pair
+`classifier_serving.export_classifier`. The peer: `BertForSequenceClassification`, its fast tokenizer with the pair
 truncated longest-first to 128, softmax. Answers: each pair's probabilities; compared as labels that differ
 (must be 0) and the largest probability difference.
 """
@@ -24,7 +24,7 @@ SIGNATURE_OUTPUTS = ("probabilities",)
 
 def read_pairs(data_dir: str, count: int) -> list[tuple[str, str]]:
   """The first `count` sentence pairs of MRPC's train.tsv, with the project's GLUE reader."""
-  from bert_tf.tasks import glue
+  from bert_tf.tasks.classification import glue
 
   examples = glue.read_examples("MRPC", data_dir, "train").examples
   if len(examples) < count:
@@ -41,7 +41,7 @@ def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
   import tensorflow as tf
 
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.classification import BertClassifier
+  from bert_tf.tasks.classification.classifier import BertClassifier
 
   config, encoder = bench_serving.our_encoder(hf_config, state)
   model = BertClassifier(config, len(LABELS), encoder=encoder)
@@ -51,11 +51,11 @@ def our_classifier(hf_config: dict, state: dict[str, np.ndarray]):
 
 
 def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, export_dir: str) -> None:
-  from bert_tf.export import serving
-  from bert_tf.tasks.classification import ClassifierSpec
+  from bert_tf.tasks.classification import serving as classifier_serving
+  from bert_tf.tasks.classification.classifier import ClassifierSpec
 
   spec = ClassifierSpec("MRPC", LABELS, is_pair=True, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True)
-  serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, EXPORT_NAME, version=1)
+  classifier_serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, EXPORT_NAME, version=1)
 
 
 def tf_feed(pairs) -> dict[str, list[str]]:

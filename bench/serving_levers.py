@@ -53,7 +53,7 @@ def main(argv=None) -> None:
   import transformers
 
   from bert_tf.export import serving
-  from bert_tf.tasks.classification import BertClassifier
+  from bert_tf.tasks.classification.classifier import BertClassifier
 
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)

@@ -8,7 +8,7 @@ server has them), and compares:
 
   - answers equal to the Python path's, per question (for SQuAD 2.0 at the threshold stored in squad.json,
     i.e. `squad_postprocess.apply_threshold` of the run's null_odds.json and nbest_predictions.json);
-  - EM and F1 of both (the official metrics, `bert_tf.tasks.squad_metrics`);
+  - EM and F1 of both (the official metrics, `bert_tf.tasks.squad.metrics`);
   - the export's questions/s in that process (batch --batch_size, CPU).
 
   python bench/squad_export_check.py --run_dir=out/bench_squad/ours-v1.1-seed1 \
@@ -82,7 +82,9 @@ def _read(path):
 def main(argv=None) -> int:
   args = parse_args(argv)
   sys.path.insert(0, REPO)
-  from bert_tf.tasks import squad_metrics, squad_postprocess, squad_run
+  from bert_tf.tasks.squad import metrics as squad_metrics
+  from bert_tf.tasks.squad import postprocess as squad_postprocess
+  from bert_tf.tasks.squad import run as squad_run
 
   model_dir = os.path.join(args.run_dir, squad_run.MODEL_DIR)
   settings = squad_run.read_settings(model_dir)

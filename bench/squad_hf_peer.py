@@ -32,7 +32,7 @@ google-research's own `run_squad.py` (PyPI bert-tensorflow 1.0.4, imported with 
   in a barely trained model they crowd real candidates out of the top 20. Then `run_squad.write_predictions`
   (n_best_size 20, max_answer_length 30; for v2.0 the null_score_diff_threshold, 0.0 by default) writes
   predictions.json, nbest_predictions.json and null_odds.json.
-- Metrics (`score`): the official ones through `bert_tf.tasks.squad_metrics` (tested equal to evaluate-v1.1.py
+- Metrics (`score`): the official ones through `bert_tf.tasks.squad.metrics` (tested equal to evaluate-v1.1.py
   and evaluate-v2.0.py), applied to the files written; for v2.0 also the best-threshold search over the null
   odds with each question's best non-null answer (the first non-empty text of its n-best list), and the
   scores of the answers at the threshold found (at_best_f1_thresh_*: HasAns F1, NoAns accuracy). bench_squad.py
@@ -202,7 +202,7 @@ def score(predict_file: str, output_dir: str, version_2_with_negative: bool) -> 
   `predict_file`: v1.1 {exact_match, f1}; v2.0 evaluate-v2.0.py's keys for predictions.json as written, and
   best_exact / best_f1 and their thresholds from the search over null_odds.json with every question's best
   non-null answer (the first non-empty text of its nbest_predictions.json list)."""
-  from bert_tf.tasks import squad_metrics  # pylint: disable=import-outside-toplevel
+  from bert_tf.tasks.squad import metrics as squad_metrics  # pylint: disable=import-outside-toplevel
 
   def load(name):
     with open(os.path.join(output_dir, name), encoding="utf-8") as f:

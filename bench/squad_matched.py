@@ -111,8 +111,10 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   import tensorflow as tf
 
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.tasks import classification, squad_postprocess, squad_run
-  from bert_tf.tasks import squad_finetuning as sf
+  from bert_tf.tasks.classification import classifier as classification
+  from bert_tf.tasks.squad import postprocess as squad_postprocess
+  from bert_tf.tasks.squad import run as squad_run
+  from bert_tf.tasks.squad import model as sf
   from bert_tf.training import finetuning
 
   v2 = args.version == "v2.0"

@@ -161,6 +161,26 @@ def discard(temp: str) -> None:
     remove(temp)
 
 
+def replace_dir(build, final: str) -> None:
+  """Writes a directory with `build(path)` under a temporary name, then renames it into place (local paths);
+  object stores have no directory rename, so there it is written in place."""
+  gfile = _gfile()
+  if "://" in final:
+    if gfile.exists(final):
+      gfile.rmtree(final)
+    build(final)
+    return
+  temp = temp_path_for(final)
+  try:
+    build(temp)
+    if gfile.exists(final):
+      gfile.rmtree(final)
+    gfile.rename(temp, final)
+  finally:
+    if gfile.exists(temp):
+      gfile.rmtree(temp)
+
+
 def write_text_atomic(path: str, text: str) -> None:
   makedirs_for(path)
   temp = temp_path_for(path)

@@ -80,7 +80,8 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
   from bert_tf.config import BertConfig
   from bert_tf.data import corpus
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.tasks import classification, metrics
+  from bert_tf.tasks.classification import classifier as classification
+  from bert_tf.tasks.classification import metrics
   from bert_tf.training import finetuning
 
   train, dev = corpus.document_classification_split()
@@ -132,10 +133,10 @@ def _export_and_predict(config: MainJobConfig, classifier_dir: str, sample: list
   import sys
 
   from bert_tf import console
-  from bert_tf.export import serving
+  from bert_tf.tasks.classification import serving as classifier_serving
 
   export_dir = os.path.join(config.work_dir, "export")
-  saved_model = serving.export_from_directory(classifier_dir, export_dir, config.model_name,
+  saved_model = classifier_serving.export_from_directory(classifier_dir, export_dir, config.model_name,
                                               warmup_texts=[(text, None) for text in sample])
   say(f"SavedModel for TensorFlow Serving: {saved_model} (signatures serving_default: raw text; encoded: ids)")
   script = console.script_path("predict")  # the checkout's scripts/predict.py, or the installed one

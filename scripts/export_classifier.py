@@ -4,7 +4,7 @@
 
 writes export/mrpc/<version>/ (the next free version unless --model_version): a SavedModel whose
 `serving_default` takes raw text, with its warmup requests and manifest in assets.extra/, written by
-`serving.export_classifier` on the export path every task shares (`serving.export_servable`).
+`classifier_serving.export_classifier` on the export path every task shares (`serving.export_servable`).
 (`scripts/run_classifier.py --export_dir=...` does the same at the end of a run.) The folder's vocab.txt must
 fit its bert_config.json (checked before anything is written).
 """
@@ -25,9 +25,9 @@ def main(argv):
   for name in ("classifier_dir", "export_dir"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  from bert_tf.export import serving
+  from bert_tf.tasks.classification import serving as classifier_serving
 
-  path = serving.export_from_directory(FLAGS.classifier_dir, FLAGS.export_dir, FLAGS.model_name,
+  path = classifier_serving.export_from_directory(FLAGS.classifier_dir, FLAGS.export_dir, FLAGS.model_name,
                                        FLAGS.model_version)
   print(path)
 

@@ -24,7 +24,7 @@ def main(argv):
   for name in ("model_dir", "export_dir"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  from bert_tf.export import ner_serving
+  from bert_tf.tasks.ner import serving as ner_serving
 
   print(ner_serving.export_ner(FLAGS.model_dir, FLAGS.export_dir, FLAGS.model_name, FLAGS.model_version))
 

@@ -28,8 +28,8 @@ def main(argv):
   for name in ("squad_model_dir", "export_dir"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  from bert_tf.export import squad_serving
-  from bert_tf.tasks import squad_run
+  from bert_tf.tasks.squad import serving as squad_serving
+  from bert_tf.tasks.squad import run as squad_run
 
   if not squad_run.is_model_dir(FLAGS.squad_model_dir):
     raise ValueError(f"--squad_model_dir={FLAGS.squad_model_dir}: holds no {squad_run.SETTINGS_NAME}; give the "

@@ -25,7 +25,7 @@ def main(argv):
   for name in ("model_dir", "export_dir"):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  from bert_tf.export import swag_serving
+  from bert_tf.tasks.swag import serving as swag_serving
 
   print(swag_serving.export_swag(FLAGS.model_dir, FLAGS.export_dir, FLAGS.model_name, FLAGS.model_version))
 

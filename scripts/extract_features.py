@@ -50,7 +50,7 @@ def main(argv):
     raise ValueError("--use_tpu: feature extraction runs on CPU or GPU here; drop --use_tpu (and --master)")
   import tensorflow as tf
 
-  from bert_tf.tasks import feature_extraction
+  from bert_tf.tasks.features import extraction as feature_extraction
 
   # From Ampere on, GPUs would run float32 matmuls in TF32 (a 10-bit mantissa), about 1e-3 off the values of
   # google-research's script; features are for comparing with it, so full float32.

@@ -76,7 +76,7 @@ _OWN_FLAGS = ("train_file", "validation_file", "test_file", "text_a_column", "te
 
 def _data_files():
   """Your own files from the flags, or None for a GLUE task (--task_name, --data_dir)."""
-  from bert_tf.tasks import user_data
+  from bert_tf.tasks.classification import user_data
 
   if not (FLAGS.train_file or FLAGS.validation_file or FLAGS.test_file):
     given = [f"--{name}" for name in _OWN_FLAGS if FLAGS[name].present]
@@ -96,7 +96,7 @@ def _data_files():
 
 
 def _config():
-  from bert_tf.tasks import glue_finetuning
+  from bert_tf.tasks.classification import run as glue_finetuning
   from bert_tf.training import finetuning
 
   data_files = _data_files()
@@ -130,7 +130,7 @@ def main(argv):
   del argv
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  from bert_tf.tasks import glue_finetuning
+  from bert_tf.tasks.classification import run as glue_finetuning
 
   summary = cli.run_finetuning(
       lambda: glue_finetuning.run_classifier(config, say=lambda line: logging.info("%s", line)), config.output_dir)

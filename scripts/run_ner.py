@@ -69,7 +69,7 @@ flags.DEFINE_bool("cache_features", True, "With --feature_based: compute the fro
 
 
 def _config():
-  from bert_tf.tasks import ner_run
+  from bert_tf.tasks.ner import run as ner_run
   from bert_tf.training import finetuning
 
   if not FLAGS.output_dir:
@@ -99,7 +99,7 @@ def main(argv):
   del argv
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  from bert_tf.tasks import ner_run
+  from bert_tf.tasks.ner import run as ner_run
 
   summary = cli.run_finetuning(lambda: ner_run.run_ner(config, say=lambda line: logging.info("%s", line)),
                                config.output_dir)

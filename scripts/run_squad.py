@@ -64,7 +64,7 @@ flags.DEFINE_string("model_name", "squad", "The exported model's name (with --ex
 
 
 def _config():
-  from bert_tf.tasks import squad_run
+  from bert_tf.tasks.squad import run as squad_run
   from bert_tf.training import finetuning
 
   if not FLAGS.output_dir:
@@ -94,7 +94,7 @@ def main(argv):
   del argv
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  from bert_tf.tasks import squad_run
+  from bert_tf.tasks.squad import run as squad_run
 
   summary = cli.run_finetuning(lambda: squad_run.run_squad(config, say=lambda line: logging.info("%s", line)),
                                config.output_dir)

@@ -57,7 +57,7 @@ flags.DEFINE_string("model_name", "swag", "The served model's name.")
 
 
 def _config():
-  from bert_tf.tasks import swag_run
+  from bert_tf.tasks.swag import run as swag_run
   from bert_tf.training import finetuning
 
   if not FLAGS.output_dir:
@@ -86,7 +86,7 @@ def main(argv):
   del argv
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  from bert_tf.tasks import swag_run
+  from bert_tf.tasks.swag import run as swag_run
 
   summary = cli.run_finetuning(lambda: swag_run.run_swag(config, say=lambda line: logging.info("%s", line)),
                                config.output_dir)

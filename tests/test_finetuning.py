@@ -90,7 +90,7 @@ import numpy as np, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import training_helpers as th
-from bert_tf.tasks import classification
+from bert_tf.tasks.classification import classifier as classification
 from bert_tf.training import distribute, finetuning
 rng = np.random.default_rng(0)
 n, t = 11, 9
@@ -166,7 +166,7 @@ def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_outpu
   import subprocess
   import sys
 
-  from test_glue_finetuning import TOKENS, write_mrpc
+  from test_classification_run import TOKENS, write_mrpc
 
   (tmp_path / "vocab.txt").write_text("\n".join(TOKENS) + "\n")
   config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
@@ -276,7 +276,10 @@ def test_feature_caches_default_to_features_beside_the_output_dir(output_dir, ex
 
 
 def test_every_task_config_caches_beside_its_output_dir_unless_told():
-  from bert_tf.tasks import glue_finetuning, ner_run, squad_run, swag_run
+  from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.ner import run as ner_run
+  from bert_tf.tasks.squad import run as squad_run
+  from bert_tf.tasks.swag import run as swag_run
 
   ft = finetuning.FinetuningConfig(output_dir="out/task", bert_config=th.tiny_bert_config())
   for cls in (glue_finetuning.ClassifierConfig, squad_run.SquadConfig, ner_run.NerConfig, swag_run.SwagConfig):

@@ -120,7 +120,7 @@ def classifier_dir(tmp_path_factory):
   """A fine-tuned classifier's folder as run_classifier.py writes it (classifier/), random weights."""
   import numpy as np
 
-  from bert_tf.tasks import classification
+  from bert_tf.tasks.classification import classifier as classification
 
   config = th.tiny_bert_config()
   model = _built(classification.BertClassifier(config, 3, dtype="float32"))
@@ -150,7 +150,8 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
   """classifier/, squad_model/, ...: `model` with the encoder at model/encoder (it was refused as "not written by
   bert_tf"); the encoder alone goes to another task, and the config beside it is found."""
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.tasks import classification, squad_finetuning
+  from bert_tf.tasks.classification import classifier as classification
+  from bert_tf.tasks.squad import model as squad_finetuning
   from bert_tf.training import finetuning
 
   directory, fine_tuned = classifier_dir
@@ -196,8 +197,8 @@ def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tm
 
   from bert_tf.config import BertConfig
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks import squad_finetuning as sf
-  from bert_tf.tasks import squad_run
+  from bert_tf.tasks.squad import model as sf
+  from bert_tf.tasks.squad import run as squad_run
 
   config = BertConfig.from_preset("tiny", vocab_size=9, num_hidden_layers=1, hidden_size=6, num_attention_heads=3,
                                   intermediate_size=7, max_position_embeddings=11)

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.ner_feature_based and run_ner's --feature_based mode: the frozen-encoder BiLSTM tagger on cached
+"""bert_tf.tasks.ner.feature_based and run_ner's --feature_based mode: the frozen-encoder BiLSTM tagger on cached
 layers and on windows alike, the layer cache, training through the shared trainer with the encoder unchanged,
 and a whole run (train, dev predictions in CoNLL format scored by conlleval's metric, reload) on a tiny encoder
 and a CoNLL fixture written here."""
@@ -15,9 +15,12 @@ import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.tasks import feature_choice, ner, ner_metrics, ner_run
-from bert_tf.tasks import ner_feature_based as nfb
-from bert_tf.tasks import ner_finetuning as nf
+from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import run as ner_run
+from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import model as nf
 from bert_tf.training import finetuning, handoff, run_lock
 
 T = 13

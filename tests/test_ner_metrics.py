@@ -1,4 +1,4 @@
-"""bert_tf.tasks.ner_metrics: conlleval's entity-level scores, checked by hand on small cases and against seqeval's
+"""bert_tf.tasks.ner.metrics: conlleval's entity-level scores, checked by hand on small cases and against seqeval's
 default (conlleval-compatible) mode on many random sentences of every scheme, including broken ones."""
 
 import random
@@ -8,7 +8,7 @@ import pytest
 from seqeval import metrics as seqeval
 from seqeval.metrics.sequence_labeling import get_entities
 
-from bert_tf.tasks import ner_metrics as nm
+from bert_tf.tasks.ner import metrics as nm
 
 
 def test_entities_of_each_scheme_by_hand():

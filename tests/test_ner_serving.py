@@ -1,4 +1,4 @@
-"""bert_tf.export.ner_serving: the in-graph path (words, windows, first-piece tags, entities) against the Python
+"""bert_tf.tasks.ner.serving: the in-graph path (words, windows, first-piece tags, entities) against the Python
 one (`ner.make_windows`, `ner.predicted_tags`, `ner_metrics.entities`) on a tiny tagger with bert-base-uncased's
 vocabulary, and the exported SavedModel in a fresh process that imports only tensorflow and tensorflow_text."""
 
@@ -17,9 +17,12 @@ import tensorflow as tf
 import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import BasicTokenizer, FullTokenizer
-from bert_tf.export import ner_serving, serving
-from bert_tf.tasks import ner, ner_metrics, ner_run
-from bert_tf.tasks import ner_finetuning as nf
+from bert_tf.export import serving
+from bert_tf.tasks.ner import serving as ner_serving
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import run as ner_run
+from bert_tf.tasks.ner import model as nf
 
 T = 11  # 9 pieces a window: most texts below need several
 LABELS = ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2")

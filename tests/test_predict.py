@@ -24,8 +24,9 @@ from google.protobuf import text_format
 from tensorflow_serving.apis import predict_pb2
 
 import training_helpers as th
-from bert_tf.export import requests, serving
-from bert_tf.tasks.classification import ClassifierSpec
+from bert_tf.export import requests
+from bert_tf.tasks.classification import serving as classifier_serving
+from bert_tf.tasks.classification.classifier import ClassifierSpec
 from test_serving import LABELS, T, export_words, tiny_classifier, write_vocab
 
 SCRIPT = "scripts/predict.py"
@@ -42,7 +43,7 @@ def export(tmp_path_factory):
   root = tmp_path_factory.mktemp("predict")
   vocab = write_vocab(root)
   spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
-  version_dir = serving.export_classifier(tiny_classifier(len(LABELS)), spec, vocab, str(root / "export"), "nli",
+  version_dir = classifier_serving.export_classifier(tiny_classifier(len(LABELS)), spec, vocab, str(root / "export"), "nli",
                                           warmup_texts=[("a dog", "a cat")])
   signature = tf.saved_model.load(version_dir).signatures["serving_default"]
   return {"root": root, "model_dir": os.path.dirname(version_dir), "version_dir": version_dir,

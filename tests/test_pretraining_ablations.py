@@ -93,7 +93,7 @@ def test_causal_attention_config_round_trips_and_google_configs_stay_unchanged(t
 
 
 def test_a_classifier_fine_tuned_from_an_ltr_encoder_keeps_the_causal_mask():
-  from bert_tf.tasks.classification import BertClassifier
+  from bert_tf.tasks.classification.classifier import BertClassifier
 
   config = tiny_config(causal_attention=True, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   classifier = BertClassifier(config, num_labels=2, dropout=0.0)

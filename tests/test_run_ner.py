@@ -1,5 +1,5 @@
-"""scripts/run_ner.py (bert_tf.tasks.ner_run) end to end, as a user runs it: fresh processes in a working
-directory, relative paths, a tiny encoder with bert-base-uncased's vocabulary, test_ner's fixture in the
+"""scripts/run_ner.py (bert_tf.tasks.ner.run) end to end, as a user runs it: fresh processes in a working
+directory, relative paths, a tiny encoder with bert-base-uncased's vocabulary, test_ner_data's fixture in the
 release's format (eng.train, eng.testa, eng.testb) and in a copy's (IOB2, test.txt)."""
 
 import json
@@ -12,8 +12,9 @@ import pytest
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks import ner, ner_metrics
-from test_ner import ORIGINAL, conll_text, write
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import metrics as ner_metrics
+from test_ner_data import ORIGINAL, conll_text, write
 
 T = 19
 
@@ -145,9 +146,9 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
   with the model (test_ner_serving serves such a model); files that do not fit its tags are refused up front."""
   import tensorflow as tf
 
-  from bert_tf.tasks import ner_run
+  from bert_tf.tasks.ner import run as ner_run
   from bert_tf.training import finetuning
-  from test_ner import POS, WORDS, pos_text
+  from test_ner_data import POS, WORDS, pos_text
 
   os.makedirs(tmp_path / "pos")
   write(tmp_path / "pos" / "train.txt", pos_text())
@@ -203,7 +204,7 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
 
 
 def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(workdir):
-  from bert_tf.tasks import ner_run
+  from bert_tf.tasks.ner import run as ner_run
   from bert_tf.training import finetuning
 
   def config(metric):

@@ -1,5 +1,5 @@
-"""scripts/run_squad.py (bert_tf.tasks.squad_run) end to end, as a user runs it: a fresh process in a working
-directory, relative paths, a tiny encoder, the v2.0 corner-case fixture of test_squad as train and dev file."""
+"""scripts/run_squad.py (bert_tf.tasks.squad.run) end to end, as a user runs it: a fresh process in a working
+directory, relative paths, a tiny encoder, the v2.0 corner-case fixture of test_squad_data as train and dev file."""
 
 import concurrent.futures
 import json
@@ -12,9 +12,9 @@ import pytest
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks import squad_metrics
-from bert_tf.tasks import squad_postprocess as post
-from test_squad import _CONTEXTS, build_fixture, write_json
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import postprocess as post
+from test_squad_data import _CONTEXTS, build_fixture, write_json
 
 T, STRIDE, QUERY = 37, 11, 9  # odd sizes: max_seq_length, doc_stride, max_query_length
 EVAL_KEYS = ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",

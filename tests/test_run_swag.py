@@ -1,4 +1,4 @@
-"""scripts/run_swag.py (bert_tf.tasks.swag_run) end to end, as a user runs it: fresh processes in a working
+"""scripts/run_swag.py (bert_tf.tasks.swag.run) end to end, as a user runs it: fresh processes in a working
 directory, relative paths, a tiny random encoder, SWAG-format CSV files written here."""
 
 import concurrent.futures
@@ -14,9 +14,10 @@ import tensorflow as tf
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks import swag, swag_run
-from test_swag import HEADER, TEST_HEADER
-from test_swag_finetuning import WORDS, make_examples
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import run as swag_run
+from test_swag_data import HEADER, TEST_HEADER
+from test_swag_model import WORDS, make_examples
 
 T = 19  # max_seq_length
 FLAGS = ["--data_dir=data", "--vocab_file=model/vocab.txt", f"--max_seq_length={T}", "--features_dir=features",
@@ -146,7 +147,7 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
 
   # Evaluation and prediction alone, from the saved model, into another directory (in this process: the library
   # call the script makes); --export_dir hands the model folder to the export (tested in test_swag_serving).
-  from bert_tf.export import swag_serving
+  from bert_tf.tasks.swag import serving as swag_serving
 
   exports = []
   monkeypatch.setattr(swag_serving, "export_swag", lambda *args: exports.append(args) or "exported")

@@ -23,8 +23,9 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.export import serving
+from bert_tf.tasks.classification import serving as classifier_serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification import BertClassifier, ClassifierSpec, encode, save_classifier
+from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, encode, save_classifier
 
 # Odd sizes, so that no two dimensions coincide: 29 tokens, T = 11, positions 16, K = 3 labels.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "cat", "sat", "on", "mat", "run",
@@ -80,11 +81,11 @@ def exported(tmp_path_factory):
   export_dir = str(root / "export")
   pair_spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
   pair_model = tiny_classifier(len(LABELS))
-  pair_dir = serving.export_classifier(pair_model, pair_spec, vocab, export_dir, "nli")
+  pair_dir = classifier_serving.export_classifier(pair_model, pair_spec, vocab, export_dir, "nli")
   score_spec = ClassifierSpec("sts", (), is_pair=False, max_seq_length=T - 2, do_lower_case=False)
   score_model = tiny_classifier(1, seed=2)
   save_classifier(score_model, score_spec, vocab, str(root / "sts_classifier"))
-  score_dir = serving.export_from_directory(str(root / "sts_classifier"), export_dir, "sts",
+  score_dir = classifier_serving.export_from_directory(str(root / "sts_classifier"), export_dir, "sts",
                                             warmup_texts=[("A dog.", None), ("Cats run!", None)])
   return {"root": root, "vocab": vocab, "export_dir": export_dir,
           "nli": (pair_model, pair_spec, pair_dir), "sts": (score_model, score_spec, score_dir)}
@@ -131,7 +132,7 @@ def test_a_mixed_precision_model_exports_as_float32_next_version(exported, tmp_p
   first = os.path.join(export_dir, "nli", "1")
   mixed = tiny_classifier(len(LABELS), dtype="mixed_bfloat16")
   mixed.set_weights(model.get_weights())
-  second = serving.export_classifier(mixed, spec, exported["vocab"], export_dir, "nli")
+  second = classifier_serving.export_classifier(mixed, spec, exported["vocab"], export_dir, "nli")
   assert second == os.path.join(export_dir, "nli", "2")
   assert sorted(os.listdir(os.path.join(export_dir, "nli"))) == ["1", "2"]
 
@@ -153,22 +154,22 @@ def test_a_mixed_precision_model_exports_as_float32_next_version(exported, tmp_p
   np.testing.assert_allclose(b(**inputs)["probabilities"].numpy(), a(**inputs)["probabilities"].numpy(),
                              atol=1e-6)
   with pytest.raises(ValueError, match="already exists"):
-    serving.export_classifier(model, spec, exported["vocab"], export_dir, "nli", version=1)
+    classifier_serving.export_classifier(model, spec, exported["vocab"], export_dir, "nli", version=1)
 
 
 def test_export_rejects_bad_arguments_before_writing(exported, tmp_path):
   model, spec, _ = exported["nli"]
   with pytest.raises(ValueError, match="model_name"):
-    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "a/b")
+    classifier_serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "a/b")
   with pytest.raises(ValueError, match="version"):
-    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", version=0)
+    classifier_serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", version=0)
   with pytest.raises(ValueError, match="sentence pairs"):
-    serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", warmup_texts=[("a", None)])
+    classifier_serving.export_classifier(model, spec, exported["vocab"], str(tmp_path), "m", warmup_texts=[("a", None)])
   with pytest.raises(ValueError, match="2 labels"):
-    serving.export_classifier(model, ClassifierSpec("x", ("a", "b"), True, T, True), exported["vocab"],
+    classifier_serving.export_classifier(model, ClassifierSpec("x", ("a", "b"), True, T, True), exported["vocab"],
                               str(tmp_path), "m")
   with pytest.raises(ValueError, match="max_position_embeddings"):
-    serving.export_classifier(model, ClassifierSpec("x", LABELS, True, MAX_POSITIONS + 1, True),
+    classifier_serving.export_classifier(model, ClassifierSpec("x", LABELS, True, MAX_POSITIONS + 1, True),
                               exported["vocab"], str(tmp_path), "m")
   assert not os.listdir(tmp_path)
 
@@ -181,7 +182,7 @@ def test_export_refuses_a_vocabulary_that_does_not_fit_the_model(exported, tmp_p
     vocab.write_text("\n".join((VOCAB + ["extra"])[:size]) + "\n")
     with pytest.raises(ValueError, match=f"{re.escape(str(vocab))} has {size} tokens but cls/bert_config.json says "
                        f"vocab_size={len(VOCAB)}: {error}"):
-      serving.export_classifier(model, spec, str(vocab), str(tmp_path / "export"), "m",
+      classifier_serving.export_classifier(model, spec, str(vocab), str(tmp_path / "export"), "m",
                                 config_source="cls/bert_config.json")
   assert not (tmp_path / "export").exists()
 
@@ -207,7 +208,7 @@ def test_manifest_describes_task_signatures_versions_and_custom_ops(exported):
   assert manifest["tensorflow"] == tf.__version__ and manifest["tensorflow_text"] == tensorflow_text.__version__
   assert manifest["serving_image"] == f"tensorflow/serving:{tf.__version__}"
   assert "tensorflow-text" in manifest["note"]
-  assert manifest["warmup_records"] == len(serving.DEFAULT_WARMUP_TEXTS) + 1
+  assert manifest["warmup_records"] == len(classifier_serving.DEFAULT_WARMUP_TEXTS) + 1
 
   # What TensorFlow 2.20 and tensorflow-text 2.20 really put in the graph: the regex word splitter, the
   # WordPiece tokenizer and (lower-casing only) NFD normalization. Registered here, where tensorflow_text is
@@ -241,7 +242,7 @@ def _warmup_requests(version_dir):
 
 def test_warmup_file_holds_predict_requests_for_the_text_signature(exported):
   requests = _warmup_requests(exported["nli"][2])
-  expected = [[pair] for pair in serving.DEFAULT_WARMUP_TEXTS] + [list(serving.DEFAULT_WARMUP_TEXTS)]
+  expected = [[pair] for pair in classifier_serving.DEFAULT_WARMUP_TEXTS] + [list(classifier_serving.DEFAULT_WARMUP_TEXTS)]
   assert len(requests) == len(expected)
   for request, pairs in zip(requests, expected):
     assert request.model_spec.name == "nli" and request.model_spec.signature_name == "serving_default"
@@ -378,7 +379,7 @@ def test_a_batch_1_request_runs_at_its_own_length_with_the_padded_outputs(export
   """The encoder sees [1, 8] for a 5-token pair (not [1, T]), and the probabilities equal the Keras model's on
   the training-time encoding padded to T."""
   model, spec, _ = exported["nli"]
-  server = serving._ClassifierServer(model, spec, exported["vocab"])  # pylint: disable=protected-access
+  server = classifier_serving._ClassifierServer(model, spec, exported["vocab"])  # pylint: disable=protected-access
   seen = []
 
   def recording_model(features, training):
@@ -676,7 +677,9 @@ def test_the_next_export_removes_what_a_killed_one_left(tmp_path):
 
 
 def test_an_export_dir_that_is_a_file_is_refused_before_anything_loads(tmp_path):
-  from bert_tf.export import ner_serving, squad_serving, swag_serving
+  from bert_tf.tasks.ner import serving as ner_serving
+  from bert_tf.tasks.squad import serving as squad_serving
+  from bert_tf.tasks.swag import serving as swag_serving
 
   (tmp_path / "file").write_text("x")
   for export_dir in (tmp_path / "file", tmp_path / "file" / "below"):
@@ -686,7 +689,7 @@ def test_an_export_dir_that_is_a_file_is_refused_before_anything_loads(tmp_path)
       with pytest.raises(ValueError, match="is a file, not a folder"):
         export(str(tmp_path / "no_model"), str(export_dir))
   with pytest.raises(ValueError, match="is a file, not a folder"):
-    serving.export_from_directory(str(tmp_path / "no_model"), str(tmp_path / "file"), "m")
+    classifier_serving.export_from_directory(str(tmp_path / "no_model"), str(tmp_path / "file"), "m")
 
 
 @pytest.mark.parametrize("change, error", [

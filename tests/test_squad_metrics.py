@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 
 import assets
-from bert_tf.tasks import squad_metrics as sm
+from bert_tf.tasks.squad import metrics as sm
 
 
 def _dataset(*questions: tuple[str, list[str]]) -> dict:

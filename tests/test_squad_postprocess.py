@@ -1,9 +1,9 @@
 """SQuAD post-processing: byte-for-byte equality of predictions.json, nbest_predictions.json and null_odds.json
 with google-research's `run_squad.py` `write_predictions` (PyPI bert-tensorflow 1.0.4, "the reference") on the
-corner-case fixture of test_squad.py and on real dev-v2.0 questions, with random logits plus crafted ones.
+corner-case fixture of test_squad_data.py and on real dev-v2.0 questions, with random logits plus crafted ones.
 
-The reference runs in a subprocess (see test_squad.py) on its own examples and features of the same file, with
-the same logits keyed by unique_id (its features equal ours field for field: test_squad.py). Logits travel as
+The reference runs in a subprocess (see test_squad_data.py) on its own examples and features of the same file, with
+the same logits keyed by unique_id (its features equal ours field for field: test_squad_data.py). Logits travel as
 JSON numbers, which carry a float32's value exactly, and both sides compute in Python floats, so every float
 written (logits, probabilities, null odds) is compared exactly, as text.
 """
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from bert_tf.data import tokenization
-from bert_tf.tasks import squad
-from bert_tf.tasks import squad_postprocess as post
-from test_squad import DEV_V2, build_fixture, dev_subset, write_json
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import postprocess as post
+from test_squad_data import DEV_V2, build_fixture, dev_subset, write_json
 
 _REFERENCE_DRIVER = r"""
 import json, os, sys, types

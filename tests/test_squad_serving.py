@@ -1,4 +1,4 @@
-"""bert_tf.export.squad_serving: the in-graph SQuAD pipeline (windows, max context, span selection, threshold)
+"""bert_tf.tasks.squad.serving: the in-graph SQuAD pipeline (windows, max context, span selection, threshold)
 gives the answers of the Python path (`squad.convert_examples_to_features` + the model + `squad_postprocess`)
 on the same model, for v1.1 and v2.0 settings, contexts of many windows and batches that mix lengths."""
 
@@ -11,10 +11,11 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
-from bert_tf.export import squad_serving
+from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import squad, squad_postprocess
-from bert_tf.tasks import squad_finetuning as sf
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import model as sf
 
 T, STRIDE, QUERY = 41, 7, 9  # odd sizes: max_seq_length, doc_stride, max_query_length
 WORDS = ("the river runs north through old town in 1990s , ( 1895 - 1943 ) . café naïve Beyoncé's Knowles-Carter "

@@ -1,4 +1,4 @@
-"""bert_tf.export.swag_serving: a fine-tuned SWAG model folder exported through the shared export path, loaded in a
+"""bert_tf.tasks.swag.serving: a fine-tuned SWAG model folder exported through the shared export path, loaded in a
 fresh process that imports only TensorFlow and tensorflow-text, gives the Keras model's probabilities on the
 sequences the training records hold."""
 
@@ -13,10 +13,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import tokenization
-from bert_tf.export import serving, swag_serving
-from bert_tf.tasks import swag, swag_run
-from bert_tf.tasks import swag_finetuning as sf
-from test_swag_finetuning import WORDS, _config
+from bert_tf.export import serving
+from bert_tf.tasks.swag import serving as swag_serving
+from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import run as swag_run
+from bert_tf.tasks.swag import model as sf
+from test_swag_model import WORDS, _config
 
 T = 13
 EXAMPLES = [

@@ -33,13 +33,20 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.export import ner_serving, serving, squad_serving, swag_serving
+from bert_tf.export import serving
+from bert_tf.tasks.classification import serving as classifier_serving
+from bert_tf.tasks.ner import serving as ner_serving
+from bert_tf.tasks.squad import serving as squad_serving
+from bert_tf.tasks.swag import serving as swag_serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks import ner, ner_run, squad_run, swag_run
-from bert_tf.tasks import ner_finetuning as nf
-from bert_tf.tasks import squad_finetuning as sf
-from bert_tf.tasks import swag_finetuning as mc
-from bert_tf.tasks.classification import ClassifierSpec
+from bert_tf.tasks.ner import data as ner
+from bert_tf.tasks.ner import run as ner_run
+from bert_tf.tasks.squad import run as squad_run
+from bert_tf.tasks.swag import run as swag_run
+from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.swag import model as mc
+from bert_tf.tasks.classification.classifier import ClassifierSpec
 from test_serving import LABELS, MAX_POSITIONS, VOCAB, tiny_classifier, write_vocab
 
 NER_LABELS = ner.labels_for(("LOC", "PER"), "IOB2")
@@ -66,7 +73,7 @@ def exports(tmp_path_factory):
   vocab = write_vocab(root)
   export_dir = str(root / "export")
   keras.utils.set_random_seed(5)
-  paths = {"classifier": serving.export_classifier(
+  paths = {"classifier": classifier_serving.export_classifier(
       tiny_classifier(len(LABELS)), ClassifierSpec("nli", LABELS, True, CLASSIFIER_T, True), vocab, export_dir,
       "nli")}
   squad_settings = {"max_seq_length": SQUAD_T, "doc_stride": 4, "max_query_length": 5, "do_lower_case": True,

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf.data import tokenization as tk
 from bert_tf.data.corpus import default_corpus_text
+from bert_tf.data.graph_tokenizer import GraphTokenizer
 
 # 25 tokens: an odd size, so an off-by-one in ids cannot hide.
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "un", "##happ", "##y",
@@ -90,7 +91,7 @@ INVALID_UTF8 = [b"caf\xc3\xa9 \xff\xfe ok", b"\xed\xa0\x80 surrogate", b"trunc\x
                 b"\xf4\x90\x80\x80big", b"\xe2\x28\xa1mixed", "fine".encode()]
 
 
-def graph_ids(tokenizer: tk.GraphTokenizer, texts) -> list[list[int]]:
+def graph_ids(tokenizer: GraphTokenizer, texts) -> list[list[int]]:
   return tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()
 
 
@@ -102,7 +103,7 @@ def tiny():
   def get(kind, lower, preserve=False, max_chars=tk.DEFAULT_MAX_CHARS_PER_WORD):
     key = (kind, lower, preserve, max_chars)
     if key not in built:
-      cls = tk.FullTokenizer if kind == "python" else tk.GraphTokenizer
+      cls = tk.FullTokenizer if kind == "python" else GraphTokenizer
       built[key] = cls(TINY_VOCAB, do_lower_case=lower, preserve_special_tokens=preserve, max_chars_per_word=max_chars)
     return built[key]
 
@@ -110,7 +111,7 @@ def tiny():
 
 
 def tiny_ids(tokenizer, text: str) -> list[int]:
-  if isinstance(tokenizer, tk.GraphTokenizer):
+  if isinstance(tokenizer, GraphTokenizer):
     return graph_ids(tokenizer, [text])[0]
   return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
 
@@ -169,7 +170,7 @@ def test_python_tokenizer_attributes_and_conversions(tiny):
 
 
 def test_graph_tokenize_lines_chunks_and_splits(tiny):
-  tokenizer = tk.GraphTokenizer(TINY_VOCAB, lines_per_call=3)
+  tokenizer = GraphTokenizer(TINY_VOCAB, lines_per_call=3)
   lines = ["the cat", "", "Unhappily, cats!", "a" * 300, "aaa", "mat.", "x"]
   ids, splits = tokenizer.tokenize_lines(lines)
   assert ids.dtype == np.int32 and splits.dtype == np.int64
@@ -197,7 +198,7 @@ def real(request, reference, bert_uncased_vocab_file):
   lower = request.param
   return (reference.FullTokenizer(bert_uncased_vocab_file, do_lower_case=lower),
           tk.FullTokenizer(bert_uncased_vocab_file, do_lower_case=lower),
-          tk.GraphTokenizer(bert_uncased_vocab_file, do_lower_case=lower))
+          GraphTokenizer(bert_uncased_vocab_file, do_lower_case=lower))
 
 
 def test_identical_to_reference(real, corpus_lines):
@@ -227,7 +228,7 @@ def test_invalid_utf8_dropped_like_reference(real):
 def test_preserve_special_tokens_real_vocab(reference, bert_uncased_vocab_file):
   ref = reference.FullTokenizer(bert_uncased_vocab_file, do_lower_case=True)
   python = tk.FullTokenizer(bert_uncased_vocab_file, preserve_special_tokens=True)
-  graph = tk.GraphTokenizer(bert_uncased_vocab_file, preserve_special_tokens=True)
+  graph = GraphTokenizer(bert_uncased_vocab_file, preserve_special_tokens=True)
   text = "Le Café [MASK] ΟΔΟΣ[SEP]straße [CLS] [mask] [UNK]."
   pieces = ["Le Café ", "[MASK]", " ΟΔΟΣ", "[SEP]", "straße ", "[CLS]", " [mask] ", "[UNK]", "."]
   want = [t for i, p in enumerate(pieces) for t in ([p] if i % 2 else ref.tokenize(p))]
@@ -243,7 +244,7 @@ def test_basic_tokenization_of_every_code_point(reference, lower):
   texts = ["".join(map(chr, code_points[i:i + 64])) for i in range(0, len(code_points), 64)]
   want = [reference.BasicTokenizer(do_lower_case=lower).tokenize(t) for t in texts]
   python = tk.BasicTokenizer(do_lower_case=lower)
-  graph = tk.GraphTokenizer(["[UNK]"], do_lower_case=lower)
+  graph = GraphTokenizer(["[UNK]"], do_lower_case=lower)
   got_graph = []
   for start in range(0, len(texts), 4096):
     words = graph.basic_tokenize(tf.constant(texts[start:start + 4096]))
@@ -267,7 +268,7 @@ _LOAD_AND_TOKENIZE = textwrap.dedent("""
 
 
 def test_saved_model_round_trip_in_fresh_process(tmp_path, bert_uncased_vocab_file):
-  tokenizer = tk.GraphTokenizer(bert_uncased_vocab_file, do_lower_case=True, preserve_special_tokens=True)
+  tokenizer = GraphTokenizer(bert_uncased_vocab_file, do_lower_case=True, preserve_special_tokens=True)
   texts = ACCEPTANCE
   want = graph_ids(tokenizer, texts)
   tf.saved_model.save(tokenizer, str(tmp_path / "tokenizer"))
@@ -302,7 +303,7 @@ def test_load_vocab_missing_file(tmp_path):
   with pytest.raises(FileNotFoundError, match="nope/vocab.txt"):
     tk.FullTokenizer(missing)
   with pytest.raises(FileNotFoundError, match="nope/vocab.txt"):
-    tk.GraphTokenizer(missing)
+    GraphTokenizer(missing)
 
 
 def test_load_vocab_duplicate_names_both_lines(tmp_path):
@@ -311,7 +312,7 @@ def test_load_vocab_duplicate_names_both_lines(tmp_path):
   with pytest.raises(ValueError, match=r"vocab.txt.*'the'.*line 3.*line 5"):
     tk.load_vocab(str(path))
   with pytest.raises(ValueError, match="line 1 and again on line 2"):
-    tk.GraphTokenizer(["a", "a", "[UNK]"])
+    GraphTokenizer(["a", "a", "[UNK]"])
 
 
 def test_missing_special_tokens(tmp_path):
@@ -323,7 +324,7 @@ def test_missing_special_tokens(tmp_path):
   tk.check_special_tokens(vocab, str(path), required=("[UNK]",))
   tk.FullTokenizer(str(path))  # Without preserve_special_tokens only [UNK] is needed.
   with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
-    tk.GraphTokenizer(str(path), preserve_special_tokens=True)
+    GraphTokenizer(str(path), preserve_special_tokens=True)
   with pytest.raises(ValueError, match=r"lacks \[UNK\]"):
     tk.FullTokenizer(["[PAD]", "the"])
 
@@ -354,7 +355,7 @@ OFFSET_CASES = [
 
 @pytest.mark.parametrize("text,expected", OFFSET_CASES)
 def test_tokenize_with_offsets_tiny_exact(tiny, text, expected):
-  graph = tk.GraphTokenizer(TINY_VOCAB, do_lower_case=True)
+  graph = GraphTokenizer(TINY_VOCAB, do_lower_case=True)
   out = graph.tokenize_with_offsets(tf.constant([text]))
   data = text.encode("utf-8")
   pieces = out.ids.merge_dims(1, 2)[0].numpy().tolist()

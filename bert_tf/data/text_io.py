@@ -11,11 +11,13 @@ both modes of `create_pretraining_data` (a file with old Mac "\\r" line ends rea
 from __future__ import annotations
 
 import csv
+import dataclasses
+import json
 import glob
 import gzip
 import io
 import os
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from bert_tf import fileio
 
@@ -169,3 +171,73 @@ def uncompressed_size(path: str) -> int:
     while chunk := f.read(1 << 22):
       total += len(chunk)
     return total
+
+
+# -- Tables: CSV, TSV and JSON lines files of named columns (your own data, predict.py's --input_file) --------
+
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "jsonl", ".jsonl": "jsonl"}
+UTF8_ADVICE = "save the file as UTF-8"
+REPAIR = "repair or delete that row"
+
+
+def file_format(path: str, flag: str = "the file") -> str:
+  """"csv", "tsv" or "jsonl", from `path`'s extension (before a `.gz`)."""
+  name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
+  ext = os.path.splitext(name)[1]
+  if ext not in FORMATS:
+    raise ValueError(f"{flag}={path}: name a .csv, .tsv, .json or .jsonl file (JSON lines: one object a line); "
+                     "the extension says how to read it")
+  return FORMATS[ext]
+
+
+@dataclasses.dataclass
+class Table:
+  """A CSV, TSV or JSON lines file being read: its header's column names and line (None and 0 for JSON lines,
+  whose columns are each record's keys), then (first line, column -> value) per row."""
+  header: list[str] | None
+  header_line: int
+  rows: Iterator[tuple[int, dict[str, Any]]]
+
+
+def read_table(path: str, fmt: str, repair: str = REPAIR, empty: str = "it needs a header row naming the "
+               "columns, then the rows") -> Table:
+  """Opens `path` in format `fmt` ("csv", "tsv" or "jsonl"). ValueError naming path:line for an empty CSV or
+  TSV file (`empty` says what to do), a row with more or fewer fields than the header (`repair` says what to
+  do), a line that is not a JSON object, or bytes that are not UTF-8; FileNotFoundError for a missing file."""
+  if not fileio.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  if fmt == "jsonl":
+    return Table(None, 0, json_rows(path))
+  records = csv_records(path, UTF8_ADVICE, repair, delimiter="," if fmt == "csv" else "\t",
+                                quoting=csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE)
+  first = next(records, None)
+  if first is None:
+    raise ValueError(f"{path}:1: the file is empty; {empty}")
+  header_line, _, header = first
+
+  def rows():
+    for line, last, row in records:
+      if len(row) != len(header):
+        runs_on = f" (the row runs on to line {last}: is a quote left open?)" if last > line else ""
+        raise ValueError(f"{path}:{line}: {len(row)} {'comma' if fmt == 'csv' else 'tab'}-separated fields, "
+                         f"expected {len(header)} as in the header{runs_on}; {repair}")
+      yield line, dict(zip(header, row))
+
+  return Table(header, header_line, rows())
+
+
+def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+  """(line, object) per non-blank line of a JSON lines file; ValueError naming path:line for one that is not
+  a JSON object."""
+  for number, text in enumerate(decoded_lines(path, UTF8_ADVICE), start=1):
+    if not text.strip():
+      continue
+    try:
+      value = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one object "
+                       "a line") from None
+    if not isinstance(value, dict):
+      raise ValueError(f"{path}:{number}: a JSON {type(value).__name__}, not an object; JSON lines hold one "
+                       'object a line, e.g. {"sentence1": "...", "label": "..."}')
+    yield number, value

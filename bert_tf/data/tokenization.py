@@ -374,16 +374,3 @@ class FullTokenizer:
 
   def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
     return [self.inv_vocab[int(i)] for i in ids]
-
-
-# ---------------------------------------------------------------------------------------------------- in-graph
-
-
-def __getattr__(name: str):
-  # The in-graph tokenizer lives in graph_tokenizer.py so that this module, and the worker processes of record
-  # creation that use FullTokenizer, never import TensorFlow; `tokenization.GraphTokenizer` still works.
-  if name == "GraphTokenizer":
-    from bert_tf.data.graph_tokenizer import GraphTokenizer
-
-    return GraphTokenizer
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,7 @@ from bert_tf import fileio
 DEFAULT_SIGNATURE = "serving_default"
 REST_PORT = 8501  # TF Serving's defaults (--rest_api_port, --port), also what its Docker image publishes.
 GRPC_PORT = 8500
-TEXT_INPUTS = ("sentence1", "sentence2")  # The classifier's text inputs (serving.TEXT_INPUTS).
+TEXT_INPUTS = ("sentence1", "sentence2")  # The classifier's text inputs (bert_tf.tasks.classification.serving.TEXT_INPUTS).
 MANIFEST_PATH = os.path.join("assets.extra", "bert_tf_manifest.json")  # Where serving.py writes it.
 
 
@@ -168,13 +168,13 @@ def columns_for(input_names: Sequence[str] | None, text_a_column: str | None = N
 
 def read_table_instances(path: str, columns: Mapping[str, str], optional: Sequence[str] = ()) -> list[dict[str, str]]:
   """Examples from a CSV or TSV file with a header row, or JSON lines, in your own column names - a test file as
-  run_classifier.py reads it (`user_data.read_table`; the extension names the format, .gz allowed); other
+  run_classifier.py reads it (`text_io.read_table`; the extension names the format, .gz allowed); other
   columns (a label, an id) are ignored. `columns`: input name -> column (`columns_for`); an input in `optional`
   is left out when the file lacks its column (a classifier's sentence2, where the model is unknown). Errors name
   the file and line."""
-  from bert_tf.tasks import user_data
+  from bert_tf.data import text_io
 
-  table = user_data.read_table(path, user_data.file_format(path, "--input_file"))
+  table = text_io.read_table(path, text_io.file_format(path, "--input_file"))
   instances = []
   wanted = dict(columns)
   for line, row in table.rows:

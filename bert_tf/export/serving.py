@@ -1,16 +1,13 @@
-"""The one export path for TensorFlow Serving, and the fine-tuned classifier's SavedModel: raw text in, labels out.
+"""The one export path for TensorFlow Serving, which every task's SavedModel goes through.
 
-`export_servable` writes any task's `tf.Module` (SQuAD, SWAG, NER and the classifier below all call it): the
-versioned layout, the atomic write, the warmup requests, the op audit and the manifest are the same for every
-task; a task brings its module, its signatures, its warmup examples and its own manifest fields ("task",
-"task_kind" and whatever its clients need).
-
-The classifier's tokenizer runs in the graph (`GraphTokenizer` + `encode_graph`, the same ids as the records
-the model was trained on), so a client sends sentences, not ids, and cannot get the vocabulary, lower-casing
-or truncation wrong. Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
+`export_servable` writes any task's `tf.Module` (the classifier, SQuAD, SWAG and NER call it from their
+`bert_tf/tasks/<task>/serving.py`): the versioned layout, the atomic write, the warmup requests, the op audit and
+the manifest are the same for every task; a task brings its module, its signatures (raw text in, tokenized in
+the graph), its warmup examples and its own manifest fields ("task", "task_kind" and whatever its clients
+need). Layout, the one TensorFlow Serving polls (`--model_base_path=<export_dir>/<model_name>`):
 
   <export_dir>/<model_name>/<version>/
-    saved_model.pb, variables/             signatures `serving_default` (text) and `encoded` (ids)
+    saved_model.pb, variables/             the task's signatures (`serving_default`: text in)
     assets.extra/tf_serving_warmup_requests   PredictionLog records TF Serving replays at load time
     assets.extra/bert_tf_manifest.json        task, labels, signatures, versions, custom ops, serving image
     assets.extra/vocab.txt                    for clients of `encoded` that tokenize themselves (optional for
@@ -21,25 +18,14 @@ numeric names only) and renamed into place, so Serving never loads half a model.
 no directory rename: there the finished version is copied object by object, `saved_model.pb` last, so a
 Serving poll that comes too early finds no SavedModel and retries (docs/gcs.md).
 
-Signatures (B: batch, T: max_seq_length of the spec, K: labels):
-
-  serving_default  sentence1 tf.string [B] (and sentence2 tf.string [B] for pair tasks)
-  encoded          input_ids, input_mask, segment_ids int32 [B, L], L <= max_position_embeddings
-  outputs          probabilities float32 [B, K], label_id int32 [B], label tf.string [B]  (classification)
-                   score float32 [B]                                                      (regression)
-
-Bad requests become InvalidArgument errors (TF Serving answers HTTP 400 / gRPC INVALID_ARGUMENT), never a
-crash: the signatures reject missing inputs and wrong dtypes, in-graph asserts reject mismatched batch sizes,
-out-of-range ids and over-long sequences (on GPUs an out-of-range gather returns zeros silently, so the
-checks are not redundant). Empty text encodes as [CLS] [SEP]; long text is truncated to T.
-
-Each batch runs at its own length: padded to its longest sequence rounded up to a multiple of 8
-(`trim_padding`, every task's text signature), not to T, the same outputs within 1e-6.
+What every task's signatures share: each batch runs at its own length, padded to its longest sequence rounded
+up to a multiple of 8 (`trim_padding`), not to max_seq_length, with the same outputs within 1e-6; an `encoded`
+signature (ids in) checks its inputs with `checked_encoded_inputs`.
 
 saved_model_cli (TensorFlow 2.20) has no option to load op libraries. `show --dir <version> --all` works (it
-reads the protos; its list of concrete functions says N/A because of the custom ops). `run` fails for both
-signatures with "Op type not registered 'RegexSplitWithOffsets'", since importing the graph needs every op of
-the function library, `encoded`'s included. It runs both when tensorflow_text is imported first:
+reads the protos; its list of concrete functions says N/A because of the custom ops). `run` fails for every
+signature with "Op type not registered 'RegexSplitWithOffsets'", since importing the graph needs every op of
+the function library. It runs when tensorflow_text is imported first:
 
   python -c "$SAVED_MODEL_CLI_WITH_TF_TEXT" run --dir <version> --tag_set serve \
       --signature_def serving_default --input_exprs 'sentence1=["a b"];sentence2=["c"]'
@@ -61,12 +47,8 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_tf import errors, fileio
-from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import requests as serving_requests
-from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
-                                          load_classifier)
-from bert_tf.training import checkpointing, handoff, run_lock
+from bert_tf.training import checkpointing, run_lock
 
 SERVING_SIGNATURE = "serving_default"
 ENCODED_SIGNATURE = "encoded"
@@ -74,80 +56,10 @@ ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"  # The name and place TF Serving looks for.
 MANIFEST_FILE = "bert_tf_manifest.json"
 VOCAB_FILE = "vocab.txt"
-TEXT_INPUTS = ("sentence1", "sentence2")
-# Used when the caller gives no warmup texts: generic English, enough to run every op once.
-DEFAULT_WARMUP_TEXTS: tuple[tuple[str, str], ...] = (
-    ("The quick brown fox jumps over the lazy dog.", "A dog sleeps in the sun."),
-    ("Is this sentence a question?", "No, it is not."),
-)
 MAX_WARMUP_RECORDS = 1000  # TF Serving's limit.
 # `python -c` code that is saved_model_cli with tensorflow-text's ops registered; arguments follow the code.
 SAVED_MODEL_CLI_WITH_TF_TEXT = ("import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
                                 "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()")
-
-
-class _ClassifierServer(tf.Module):
-  """The SavedModel's root: a float32 classifier, its tokenizer and the serving functions.
-
-  Also saved (not a signature, so TF Serving does not expose it): `encode_text`, the text signature's inputs
-  -> int32 [B, T] input_ids, input_mask, segment_ids, for debugging what the model sees (as the records
-  have them: padded to T; both signatures cut the batch to its longest sequence first, `trim_padding`).
-  """
-
-  def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str):
-    super().__init__(name="bert_classifier_server")
-    # A Keras 3 variable wraps a tf.Variable, and saving it through the Keras model writes two variables: the
-    # one the functions read, and a copy that only the object graph restores. TF Serving restores with the
-    # checkpoint's restore op in a Session, which leaves the first one uninitialized ("Could not find
-    # variable ..." at the first request; keras-team/keras#20095). So the module tracks the tf.Variables
-    # themselves and keeps the model out of the object graph (object.__setattr__ skips tracking).
-    object.__setattr__(self, "_model", model)
-    self.model_variables = [variable.value for variable in model.variables]
-    self.spec = spec
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=spec.do_lower_case)
-    self._max_seq_length = spec.max_seq_length
-    # A one-entry placeholder for regression keeps the attribute's type fixed; it is never read there.
-    self._labels = tf.constant(list(spec.labels) or [""], tf.string)
-    text_specs = [tf.TensorSpec([None], tf.string, name=name) for name in TEXT_INPUTS[:1 + spec.is_pair]]
-    text_fn = self._serve_pair if spec.is_pair else self._serve_single
-    encode_fn = self._encode_pair if spec.is_pair else self._encode_single
-    self.serve_text = tf.function(text_fn, input_signature=text_specs)
-    self.encode_text = tf.function(encode_fn, input_signature=text_specs)
-    id_specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
-    self.serve_encoded = tf.function(self._serve_encoded, input_signature=id_specs)
-
-  # -- text -> features
-
-  def _encode_single(self, sentence1):
-    return encode_graph(self.tokenizer, sentence1, None, self._max_seq_length)
-
-  def _encode_pair(self, sentence1, sentence2):
-    check = tf.debugging.assert_equal(
-        tf.size(sentence1), tf.size(sentence2),
-        message="sentence1 and sentence2 must hold the same number of examples (one sentence2 per sentence1)")
-    with tf.control_dependencies([check]):  # Nothing downstream runs on mismatched batches.
-      sentence1, sentence2 = tf.identity(sentence1), tf.identity(sentence2)
-    return encode_graph(self.tokenizer, sentence1, sentence2, self._max_seq_length)
-
-  # -- signatures
-
-  def _serve_single(self, sentence1):
-    return self._outputs(self._encode_single(sentence1))
-
-  def _serve_pair(self, sentence1, sentence2):
-    return self._outputs(self._encode_pair(sentence1, sentence2))
-
-  def _serve_encoded(self, input_ids, input_mask, segment_ids):
-    return self._outputs(checked_encoded_inputs(self._model.config, input_ids, input_mask, segment_ids))
-
-  def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    features = trim_padding(features)  # [B, L]: the pooled output does not depend on padding
-    outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
-    if self.spec.is_regression:
-      return {"score": outputs}
-    label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.
-    return {"probabilities": tf.nn.softmax(outputs, axis=-1), "label_id": label_id,
-            "label": tf.gather(self._labels, label_id)}
 
 
 # -- Padding: each batch is cut to its longest request ---------------------------------------------------------
@@ -327,19 +239,6 @@ def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Se
                      "would refuse to load the version: give examples the signature accepts") from None
 
 
-def _warmup_instances(spec: ClassifierSpec, texts: Sequence[tuple[str, str | None]]) -> list[dict[str, str]]:
-  if not texts:
-    texts = [(a, b if spec.is_pair else None) for a, b in DEFAULT_WARMUP_TEXTS]
-  instances = []
-  for i, (text_a, text_b) in enumerate(texts):
-    if spec.is_pair and text_b is None:
-      raise ValueError(f"warmup_texts[{i}]: task {spec.task_name!r} takes sentence pairs; give (text_a, text_b)")
-    if not spec.is_pair and text_b is not None:
-      raise ValueError(f"warmup_texts[{i}]: task {spec.task_name!r} takes single sentences; give (text_a, None)")
-    instances.append({"sentence1": text_a, **({"sentence2": text_b} if spec.is_pair else {})})
-  return instances
-
-
 def write_warmup_requests(path: str, model_name: str, instances: Sequence[Mapping[str, Any]],
                           signature_name: str = SERVING_SIGNATURE,
                           dtypes: Mapping[str, Any] | None = None) -> int:
@@ -468,27 +367,6 @@ def common_manifest(saved_model_dir: str, model_name: str, version: int, num_war
   }
 
 
-def classifier_manifest(spec: ClassifierSpec) -> dict[str, Any]:
-  """The classifier's own manifest fields (`export_servable` adds the common ones)."""
-  return {
-      "task": spec.task_name,
-      "task_kind": "regression" if spec.is_regression else "classification",
-      "labels": list(spec.labels),
-      "is_regression": spec.is_regression,
-      "is_pair": spec.is_pair,
-      "max_seq_length": spec.max_seq_length,
-      "do_lower_case": spec.do_lower_case,
-  }
-
-
-def build_manifest(saved_model_dir: str, spec: ClassifierSpec, model_name: str, version: int,
-                   num_warmup_records: int) -> dict[str, Any]:
-  """What a deployment needs to know about the classifier SavedModel at `saved_model_dir` (its vocabulary in
-  assets.extra)."""
-  common = common_manifest(saved_model_dir, model_name, version, num_warmup_records, vocab_copied=True)
-  return _merge_manifest(classifier_manifest(spec), common)
-
-
 def _check_task_manifest(manifest: Mapping[str, Any]) -> None:
   if not isinstance(manifest, Mapping):
     raise ValueError(f"manifest: a {type(manifest).__name__}; give a dict of the task's fields")
@@ -581,49 +459,6 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
     _write_new_dir(build, final)
   logging.info("exported %s version %d to %s", model_name, version, final)
   return final
-
-
-def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
-                      model_name: str, version: int | None = None,
-                      warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None) -> str:
-  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`export_servable`); returns that path.
-
-  Args:
-    model: a fine-tuned `BertClassifier` of any dtype policy; a float32 copy is exported.
-    spec: the task: labels (in id order; () for regression), is_pair, max_seq_length, do_lower_case.
-    vocab_file: the vocabulary the model was trained with.
-    export_dir: TF Serving's model root (local or gs://).
-    model_name: the name clients use (REST URL, gRPC model_spec.name); a folder name, no "/".
-    version: a positive integer; None takes 1 + the largest existing version (or 1). An existing version is
-      never overwritten.
-    warmup_texts: (text_a, text_b) pairs (text_b None for single-sentence tasks) for the warmup requests;
-      default a couple of generic sentences.
-    config_source: the model's bert_config.json, named when the vocabulary does not fit the model
-      (`handoff.check_vocab_fits`).
-  """
-  check_name_and_version(model_name, version)
-  check_export_dir(export_dir, model_name)
-  if model.num_labels != spec.num_labels:
-    raise ValueError(f"the model has {model.num_labels} outputs but the spec of {spec.task_name!r} has "
-                     f"{spec.num_labels} labels; pass the spec the model was trained with")
-  if spec.max_seq_length > model.config.max_position_embeddings:
-    raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
-                     f"{model.config.max_position_embeddings}")
-  warmup = check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
-  handoff.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
-  server = _ClassifierServer(float32_copy(model), spec, vocab_file)
-  return export_servable(server, {SERVING_SIGNATURE: server.serve_text, ENCODED_SIGNATURE: server.serve_encoded},
-                         export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file=vocab_file)
-
-
-def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,
-                          version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
-  """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
-  `model_name` defaults to the task's name in lower case."""
-  check_export_dir(export_dir, model_name or "")
-  model, spec, vocab_file = load_classifier(classifier_dir)
-  return export_classifier(model, spec, vocab_file, export_dir, model_name or spec.task_name.lower(), version,
-                           warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"))
 
 
 def read_manifest(saved_model_dir: str) -> dict[str, Any]:

@@ -56,10 +56,8 @@ def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
   if fileio.exists(os.path.join(target, convert.ENCODER_DIR, "checkpoint")):
     return target
   logging.info("converting %s%s (%s) into %s", scheme, name, source, target)
-  from bert_tf.training import handoff
-
   # Written under a temporary name and renamed: a conversion cut short is never taken for a finished one.
-  handoff.replace_dir(lambda d: convert.save_ours(load(source), d), target)
+  fileio.replace_dir(lambda d: convert.save_ours(load(source), d), target)
   return target
 
 

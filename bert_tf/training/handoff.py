@@ -65,35 +65,16 @@ def _float32_copy(encoder, config: BertConfig):
   return copy
 
 
-def replace_dir(build, final: str) -> None:
-  """Writes a directory with `build(path)` under a temporary name, then renames it into place (local paths);
-  object stores have no directory rename, so there it is written in place."""
-  if "://" in final:
-    if tf.io.gfile.exists(final):
-      tf.io.gfile.rmtree(final)
-    build(final)
-    return
-  temp = fileio.temp_path_for(final)
-  try:
-    build(temp)
-    if tf.io.gfile.exists(final):
-      tf.io.gfile.rmtree(final)
-    tf.io.gfile.rename(temp, final)
-  finally:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.rmtree(temp)
-
-
 def export_encoder(encoder, config: BertConfig, output_dir: str) -> dict[str, str]:
   """Writes bert_config.json, encoder_checkpoint/ and encoder_savedmodel/ under `output_dir`; returns paths."""
   copy = _float32_copy(encoder, config)
   tf.io.gfile.makedirs(output_dir)
   config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
   ckpt_dir = os.path.join(output_dir, ENCODER_CHECKPOINT_DIR)
-  replace_dir(lambda d: tf.train.Checkpoint(encoder=copy).write(os.path.join(d, _PREFIX)), ckpt_dir)
+  fileio.replace_dir(lambda d: tf.train.Checkpoint(encoder=copy).write(os.path.join(d, _PREFIX)), ckpt_dir)
   saved_dir = os.path.join(output_dir, ENCODER_SAVEDMODEL_DIR)
   module = _EncoderExport(copy)
-  replace_dir(lambda d: tf.saved_model.save(module, d, signatures={"serving_default": module.serve}), saved_dir)
+  fileio.replace_dir(lambda d: tf.saved_model.save(module, d, signatures={"serving_default": module.serve}), saved_dir)
   logging.info("wrote the encoder to %s and %s", ckpt_dir, saved_dir)
   return {"config": os.path.join(output_dir, CONFIG_NAME), "checkpoint": os.path.join(ckpt_dir, _PREFIX),
           "savedmodel": saved_dir}
@@ -417,7 +398,7 @@ def save_task_model(float32_model, settings_name: str, settings_text: str, vocab
     fileio.write_text_atomic(os.path.join(path, settings_name), settings_text)
     tf.train.Checkpoint(model=float32_model).write(os.path.join(path, TASK_MODEL_PREFIX))
 
-  replace_dir(build, directory)
+  fileio.replace_dir(build, directory)
   return directory
 
 

@@ -1,0 +1,439 @@
+"""GLUE fine-tuning, and fine-tuning on your own files: what `scripts/run_classifier.py` runs.
+
+  data_dir/*.tsv --glue.read_examples (every split the --do_* flags ask for, before any work)--> examples --classification.write_feature_file--> features (TFRecords,
+  cached under <features_dir>/glue/<task>/) --finetuning.train--> BertClassifier --> eval_results, GLUE
+  submission files, and <output_dir>/classifier/ (what export and prediction load)
+
+Your own files (--train_file, --validation_file, --test_file: CSV, TSV or JSON lines) take the same path:
+`user_data.read_inputs` reads them into the same examples and a `glue.GlueTask` whose labels, pairing and
+metrics come from the files; features are cached under <features_dir>/own/<task>/.
+
+Outputs in --output_dir:
+  checkpoints/, train/          training checkpoints and TensorBoard summaries (a rerun resumes)
+  eval_results.txt / .json      dev metrics per evaluation split ("key = value", google-research's format)
+  <TASK>.tsv                    test predictions in the GLUE submission format (index, prediction)
+  test_results.tsv              per-class probabilities of the test examples (google-research's file)
+  test_predictions.{csv,tsv,jsonl}  your own test file's predictions, as label strings (instead of <TASK>.tsv)
+  classifier/                   the fine-tuned model, its vocab, config and label names (export reads it)
+  selection.json                with --learning_rates / --num_restarts: every run's dev score and the winner
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.classification import glue
+from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.classification import user_data
+from bert_tf.training import distribute, finetuning
+
+
+@dataclasses.dataclass
+class ClassifierConfig(finetuning.TaskRunConfig):
+  """One GLUE run, or one on your own files (`data_files`, instead of task_name and data_dir): the task's flags
+  and the shared fine-tuning ones (`finetuning`)."""
+
+  task_name: str | None
+  data_dir: str | None
+  vocab_file: str
+  finetuning: finetuning.FinetuningConfig
+  do_lower_case: bool = True
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  max_seq_length: int = 128
+  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
+  dynamic_padding: bool = True
+  max_train_examples: int = 0  # 0: all; for quick trials
+  learning_rates: tuple[float, ...] = ()  # the paper's selection protocol: try each ...
+  num_restarts: int = 1  # ... with this many seeds, keep the best on dev
+  export_dir: str | None = None
+  model_name: str | None = None
+  # Where finetuning.bert_config was read from (--bert_config_file), named in messages; default: the
+  # bert_config.json beside init_checkpoint when it is that config.
+  bert_config_file: str | None = None
+  data_files: user_data.DataFiles | None = None  # Your own files, instead of --task_name and --data_dir.
+
+  @property
+  def output_dir(self) -> str:
+    return self.finetuning.output_dir
+
+  def validate(self) -> glue.GlueTask | None:
+    """Checks the flags; returns the GLUE task, or None for your own files (their task is read from them:
+    `task_and_inputs`)."""
+    if self.data_files is not None:
+      if self.task_name or self.data_dir:
+        raise ValueError("give --task_name and --data_dir (a GLUE task) or --train_file, --validation_file, "
+                         "--test_file (your own files), not both")
+      task = None
+    else:
+      task = glue.get_task(self.task_name)
+    self.finetuning.validate()
+    if not (self.do_train or self.do_eval or self.do_predict):
+      raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
+    if self.data_files is not None:
+      self.data_files.validate(self.do_train, self.do_eval, self.do_predict)
+    elif task.name == "AX" and (self.do_train or self.do_eval):
+      raise ValueError("--task_name=AX has a test set only: train and evaluate on MNLI, then --do_predict AX "
+                       "with --init_checkpoint=<the MNLI --output_dir>/classifier")
+    if task is not None:
+      self.finetuning.check_evaluation(self.do_train, self.do_eval, metric_names(task))
+    if self.max_seq_length < (4 if task is not None and task.is_pair else 3):
+      raise ValueError(f"--max_seq_length={self.max_seq_length}: too short to hold [CLS] text [SEP]")
+    self.check_length_and_vocab()
+    if self.num_restarts < 1:
+      raise ValueError(f"--num_restarts={self.num_restarts}: must be >= 1")
+    if any(lr <= 0 for lr in self.learning_rates):
+      raise ValueError(f"--learning_rates={','.join(map(str, self.learning_rates))}: all must be > 0")
+    if self.searching and not (self.do_train and self.do_eval):
+      raise ValueError("--learning_rates / --num_restarts select on dev: pass --do_train and --do_eval")
+    if self.export_dir and not self.do_train and not _is_classifier_dir(self.finetuning.init_checkpoint):
+      raise ValueError("--export_dir needs a trained classifier: pass --do_train, or --init_checkpoint=<a "
+                       "run's output_dir>/classifier")
+    if not self.do_train and not _is_classifier_dir(self.finetuning.init_checkpoint):
+      raise ValueError(_NEEDS_CLASSIFIER)
+    return task
+
+  @property
+  def searching(self) -> bool:
+    return len(self.learning_rates) > 1 or self.num_restarts > 1
+
+
+def _is_classifier_dir(path: str | None) -> bool:
+  return bool(path) and fileio.exists(os.path.join(path, classification.SPEC_NAME))
+
+
+_NEEDS_CLASSIFIER = ("--do_eval/--do_predict without --do_train need a fine-tuned model: "
+                     "--init_checkpoint=<a run's output_dir>/classifier")
+
+
+# -- Data -----------------------------------------------------------------------------------------------------
+
+Inputs = dict[str, glue.ReadResult]  # split -> its examples, read once
+
+
+def read_inputs(config: ClassifierConfig, task: glue.GlueTask,
+                say: Callable[[str], None] = logging.info) -> Inputs:
+  """Reads every split the flags ask for (--do_train: train; --do_eval: the dev split(s); --do_predict: the
+  test split(s)) before any work, so that a missing, unreadable or malformed file fails in seconds, naming the
+  file and line, rather than after training (glue.read_examples lists what it checks)."""
+  splits = ((("train",) if config.do_train else ()) + (task.eval_splits() if config.do_eval else ())
+            + (task.test_splits() if config.do_predict else ()))
+  inputs = {}
+  for split in splits:
+    result = glue.read_examples(task, config.data_dir, split)
+    if not result.examples:
+      raise ValueError(f"{result.path}: holds no examples; download the {task.name} task again")
+    if result.skipped:
+      say(f"{result.path}: skipped {result.skipped} malformed row(s)")
+    inputs[split] = result
+  return inputs
+
+
+def task_and_inputs(config: ClassifierConfig,
+                    say: Callable[[str], None] = logging.info) -> tuple[glue.GlueTask, Inputs]:
+  """The flags checked (`validate`), then the task and every split the flags ask for, read before any work:
+  a GLUE task's files (`read_inputs`), or your own files, which also give the task (`user_data.read_inputs`;
+  without --do_train, the task of the classifier at --init_checkpoint)."""
+  task = config.validate()
+  if config.data_files is None:
+    return task, read_inputs(config, task, say)
+  splits = ((("train",) if config.do_train else ()) + (("dev",) if config.do_eval else ())
+            + (("test",) if config.do_predict else ()))
+  trained = None if config.do_train else classification.read_spec(config.finetuning.init_checkpoint)
+  task, inputs = user_data.read_inputs(config.data_files, splits, trained)
+  config.finetuning.check_evaluation(config.do_train, config.do_eval, metric_names(task))
+  if task.is_pair and config.max_seq_length < 4:
+    raise ValueError(f"--max_seq_length={config.max_seq_length}: too short to hold [CLS] A [SEP] B [SEP]")
+  for split, result in inputs.items():
+    say(f"{result.path}: {len(result.examples)} {split} examples")
+  kind = f"labels {', '.join(task.labels)}" if task.labels else "regression"
+  say(f"task {task.name}: {'sentence pairs' if task.is_pair else 'single sentences'}, {kind}; "
+      f"metrics {', '.join(task.metric_names)}")
+  return task, inputs
+
+
+# -- Features -------------------------------------------------------------------------------------------------
+
+
+def feature_file(config: ClassifierConfig, task: glue.GlueTask, split: str, tokenizer,
+                 say: Callable[[str], None] = logging.info,
+                 inputs: Inputs | None = None) -> tuple[classification.FeatureFile, list]:
+  """The split's feature file, written on first use under <features_dir>/glue/<task>/ (own files:
+  <features_dir>/own/<task>/) and reused after; returns it and the split's examples (their guids name test
+  predictions). The examples come from `inputs` (`read_inputs`) when it holds the split, else from the file (a
+  GLUE task's; your own files are always read by `task_and_inputs`)."""
+  result = inputs[split] if inputs and split in inputs else None
+  if result is None and config.data_files is not None:
+    raise ValueError(f"the {split} split of your own files was not read: pass the inputs of task_and_inputs")
+  if result is None:
+    result = glue.read_examples(task, config.data_dir, split)
+    if result.skipped:
+      say(f"{result.path}: skipped {result.skipped} malformed row(s)")
+  examples = result.examples
+  if split == "train" and config.max_train_examples:
+    examples = examples[:config.max_train_examples]
+  if not examples:
+    raise ValueError(f"{result.path}: holds no examples")
+  # Own files: the columns, labels (their ids) and task type decide the features too. GLUE keys are unchanged.
+  own = () if config.data_files is None else (*config.data_files.cache_parts(), task.labels, task.is_pair)
+  key = classification.feature_file_key(
+      classification.file_fingerprint(result.path), classification.file_fingerprint(config.vocab_file),
+      config.do_lower_case, config.max_seq_length, len(examples), task.name, *own)
+  path = os.path.join(config.features_dir, "glue" if config.data_files is None else "own", task.name,
+                      f"{split}-{key}.tfrecord")
+  info = classification.read_feature_file_info(path)
+  if info is not None:
+    say(f"{task.name} {split}: reusing {path} ({info.num_examples} examples)")
+    return info, examples
+  start = time.perf_counter()
+  label_ids = None if task.is_regression else {label: i for i, label in enumerate(task.labels)}
+  info = classification.write_feature_file(
+      classification.examples_for_writing(examples, label_ids), tokenizer, config.max_seq_length, path,
+      is_regression=task.is_regression, is_pair=task.is_pair)
+  say(f"{task.name} {split}: wrote {path}: {info.num_examples} examples in {time.perf_counter() - start:.1f} s, "
+      f"{info.num_truncated} truncated to {config.max_seq_length} tokens; tokens per example "
+      f"p50/p90/p99/max {'/'.join(str(v) for v in info.token_length_percentiles.values())}")
+  return info, examples
+
+
+# -- One run --------------------------------------------------------------------------------------------------
+
+
+def _spec(config: ClassifierConfig, task: glue.GlueTask) -> classification.ClassifierSpec:
+  return classification.ClassifierSpec(task.name, task.labels, task.is_pair, config.max_seq_length,
+                                       config.do_lower_case)
+
+
+def _predict_split(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
+                   batch_size: int, say, inputs: Inputs | None = None,
+                   kept: dict | None = None) -> tuple[list, np.ndarray, float]:
+  """A split's examples, the model's float32 outputs on them (in order) and the seconds prediction took.
+  `kept`: a run's dict for the split's feature file, looked up once for all its evaluations."""
+  kept = {} if kept is None else kept
+  if "features" not in kept:
+    kept["features"] = feature_file(config, task, split, tokenizer, say, inputs)
+  info, examples = kept["features"]
+  dataset = classification.classifier_dataset(
+      info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length, task.is_regression,
+      is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True)
+  start = time.perf_counter()
+  outputs = finetuning.predict(model, dataset, strategy, description=f"{task.name} {split}",
+                               num_examples=info.num_examples)
+  return examples, outputs, time.perf_counter() - start
+
+
+def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer, split: str,
+              say, inputs: Inputs | None = None, kept: dict | None = None) -> tuple[dict[str, float], np.ndarray]:
+  examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
+                                              config.finetuning.eval_batch_size, say, inputs, kept)
+  predictions, _ = classification.predictions_from_outputs(outputs, task.is_regression)
+  labels = [glue.label_to_id(task, e.label) for e in examples]
+  values = metrics.glue_metrics(task, predictions, np.asarray(labels))
+  values.update(eval_examples=len(examples), eval_seconds=round(seconds, 2),
+                eval_examples_per_second=round(len(examples) / max(seconds, 1e-9), 1))
+  return values, outputs
+
+
+def metric_names(task: glue.GlueTask) -> tuple[str, ...]:
+  """The task's metrics, headline first (--metric_for_best's default): F1 for MRPC and QQP, as the GLUE
+  leaderboard lists them, else the first (accuracy, Matthews correlation, Pearson)."""
+  return tuple(sorted(task.metric_names, key=lambda name: name != "f1"))
+
+
+def score(task: glue.GlueTask, values: dict[str, float]) -> float:
+  """The number runs are selected on: the mean of the task's metrics (GLUE's convention for MRPC, QQP, STS-B)."""
+  return float(np.mean([values[name] for name in task.metric_names]))
+
+
+def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]]) -> None:
+  lines = []
+  for split, values in results.items():
+    for key, value in values.items():
+      if isinstance(value, list):  # eval_history: in the json only
+        continue
+      lines.append(f"{key} = {value}" if len(results) == 1 else f"{split}_{key} = {value}")
+  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
+  flat = next(iter(results.values())) if len(results) == 1 else {
+      f"{split}_{k}": v for split, values in results.items() for k, v in values.items()}
+  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(
+      {**flat, "splits": results}, indent=2) + "\n")
+
+
+def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
+                       say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> dict:
+  """One run (one learning rate, one seed) into `config.output_dir`: trains (when --do_train), evaluates on
+  every dev split (when --do_eval), writes classifier/ and eval_results. Returns a summary. `inputs`: the
+  examples `read_inputs` read (else each split is read when needed)."""
+  ft = config.finetuning
+  output_dir = ft.output_dir
+  tf.io.gfile.makedirs(output_dir)
+  summary: dict = {"learning_rate": ft.learning_rate, "seed": ft.seed, "output_dir": output_dir}
+  import keras
+
+  keras.utils.set_random_seed(ft.seed)
+  model = None
+  kept: dict = {split: {} for split in task.eval_splits()}  # each dev split's features, for all its evaluations
+  if config.do_train:
+    info, _ = feature_file(config, task, "train", tokenizer, say, inputs)
+    cls_task = classification.ClassificationTask(
+        ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+        dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+    dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
+
+    def evaluate(model):  # while training: the metrics only (no timings), on the first dev split
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs, kept[dev_split])
+      return {name: values[name] for name in task.metric_names}
+
+    start = time.perf_counter()
+    head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
+    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source,
+                                   evaluate=evaluate, headline_metric=metric_names(task)[0], head=head)
+    seconds = finetuning.training_seconds(result, time.perf_counter() - start)
+    if result.interrupted:
+      summary.update(interrupted=True, exit_code=result.exit_code)
+      return summary
+    model = run.model
+    rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
+    summary.update(train_examples=info.num_examples, train_steps=result.step, train_seconds=round(seconds, 2),
+                   train_examples_per_second=round(rate, 1), train_history=result.history,
+                   **(result.evaluation or {}))
+    say(finetuning.training_line(result, seconds, ft.train_batch_size))
+    if distribute.is_chief(strategy):
+      classification.save_classifier(model, _spec(config, task), config.vocab_file,
+                                     os.path.join(output_dir, "classifier"))
+  else:
+    model = _load_for_eval(config, task, strategy)
+  summary["model"] = model
+  if config.do_eval:
+    results = {}
+    for split in task.eval_splits():
+      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs, kept[split])
+      results[split] = values
+      say(f"{task.name} {split}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
+                                              if k in task.metric_names))
+    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
+                *finetuning.EVALUATION_KEYS):
+      if key in summary:
+        for values in results.values():
+          values[key] = summary[key]
+    if distribute.is_chief(strategy):
+      _write_eval_results(output_dir, results)
+    summary["eval"] = results
+    summary["score"] = score(task, results[task.eval_splits()[0]])
+  return summary
+
+
+def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
+  """A classifier to evaluate or predict with, without training: a classifier/ folder written by a run."""
+  path = config.finetuning.init_checkpoint
+  if not _is_classifier_dir(path):
+    raise ValueError(_NEEDS_CLASSIFIER)
+  with strategy.scope():
+    model, spec, _ = classification.load_classifier(path)
+  if spec.labels != task.labels:
+    if not (task.name == "AX" and spec.task_name == "MNLI"):
+      raise ValueError(f"--init_checkpoint={path} was trained for {spec.task_name} with labels {spec.labels}, "
+                       f"not {task.name} ({task.labels})")
+  return model
+
+
+def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
+                 say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> list[str]:
+  """Test predictions: <TASK>.tsv (GLUE submission format; own files: test_predictions.<csv, tsv or jsonl>,
+  `user_data.write_predictions`) and test_results.tsv (probabilities) per split."""
+  written = []
+  for split in task.test_splits():
+    examples, outputs, _ = _predict_split(model, config, task, strategy, tokenizer, split,
+                                          config.finetuning.predict_batch_size, say, inputs)
+    predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
+    if not distribute.is_chief(strategy):
+      continue
+    if config.data_files is not None:
+      path = user_data.write_predictions(config.data_files, task, predictions.tolist(), config.output_dir)
+    else:
+      path = glue.write_submission(task, split, [e.guid for e in examples], predictions.tolist(),
+                                   config.output_dir)
+    rows = probabilities.reshape(len(examples), -1)
+    name = "test_results.tsv" if len(task.test_splits()) == 1 else f"test_results_{split}.tsv"
+    fileio.write_text_atomic(os.path.join(config.output_dir, name),
+                             "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
+    say(f"{task.name} {split}: {len(examples)} predictions -> {path}")
+    written.append(path)
+  return written
+
+
+# -- The script's entry point ---------------------------------------------------------------------------------
+
+
+def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | None = None,
+                   say: Callable[[str], None] = logging.info) -> dict:
+  """Does what the --do_* flags ask; with several learning rates or restarts, runs each into
+  <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at <output_dir>.
+
+  Every input is checked before any work: the flags and the vocabulary against the BERT config (`validate`),
+  then every data file the flags ask for (`task_and_inputs`); a bad one raises naming the file (and line).
+  """
+  from bert_tf.data.tokenization import FullTokenizer
+
+  task, inputs = task_and_inputs(config, say)
+  strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
+  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  tf.io.gfile.makedirs(config.output_dir)
+  if not config.searching:
+    summary = train_and_evaluate(config, task, strategy, tokenizer, say, inputs)
+    if summary.get("interrupted"):
+      return summary
+    best_dir = config.output_dir
+  else:
+    rates = config.learning_rates or (config.finetuning.learning_rate,)
+    runs, best = [], None
+    for lr in rates:
+      for restart in range(config.num_restarts):
+        seed = config.finetuning.seed + restart
+        run_dir = os.path.join(config.output_dir, "runs", f"lr{lr:g}-seed{seed}")
+        say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
+        run_config = dataclasses.replace(config, finetuning=dataclasses.replace(
+            config.finetuning, learning_rate=lr, seed=seed, output_dir=run_dir))
+        summary = train_and_evaluate(run_config, task, strategy, tokenizer, say, inputs)
+        if summary.get("interrupted"):
+          return summary
+        runs.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": summary["score"],
+                     "eval": summary["eval"]})
+        if best is None or summary["score"] > best["score"]:
+          best = summary
+    selection = {"metric": f"mean of {', '.join(task.metric_names)} on {task.eval_splits()[0]}",
+                 "best": {k: best[k] for k in ("learning_rate", "seed", "output_dir", "score")}, "runs": runs}
+    if distribute.is_chief(strategy):
+      fileio.write_text_atomic(os.path.join(config.output_dir, "selection.json"),
+                               json.dumps(selection, indent=2) + "\n")
+      _write_eval_results(config.output_dir, best["eval"])
+      classification.save_classifier(best["model"], _spec(config, task), config.vocab_file,
+                                     os.path.join(config.output_dir, "classifier"))
+    say(f"best on dev: learning rate {best['learning_rate']:g}, seed {best['seed']} (score {best['score']:.4f})")
+    summary = dict(best, selection=selection)
+    best_dir = best["output_dir"]
+  summary["best_dir"] = best_dir
+  if config.do_predict:
+    summary["predictions"] = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
+  if config.export_dir and distribute.is_chief(strategy):
+    from bert_tf.tasks.classification import serving as classifier_serving
+
+    classifier_dir = (os.path.join(config.output_dir, "classifier") if config.do_train
+                      else config.finetuning.init_checkpoint)
+    summary["export"] = classifier_serving.export_from_directory(classifier_dir, config.export_dir,
+                                                      config.model_name or task.name.lower())
+    say(f"exported the SavedModel to {summary['export']}")
+  summary.pop("model", None)
+  return summary

@@ -1,0 +1,1 @@
+"""features: see the modules' docstrings."""

@@ -1,0 +1,1 @@
+"""ner: see the modules' docstrings."""

@@ -1,0 +1,1 @@
+"""squad: see the modules' docstrings."""

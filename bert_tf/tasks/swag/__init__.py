@@ -1,0 +1,1 @@
+"""swag: see the modules' docstrings."""

@@ -1,0 +1,229 @@
+"""bert_tf.tasks.classification.classifier: pair encoding (Python and in-graph), feature files, the classifier model and task."""
+
+import dataclasses
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.data.graph_tokenizer import GraphTokenizer
+from bert_tf.data.tokenization import FullTokenizer
+from bert_tf.tasks.classification import classifier as c
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "un", "##believ", "##able", ",", ".", "!", "a"]
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # ids: the=5, cat=6, ..., a=18
+
+
+@pytest.fixture
+def vocab_file(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("\n".join(TOKENS) + "\n")
+  return str(path)
+
+
+def _reference_truncation(len_a, len_b, budget):
+  """google-research's _truncate_seq_pair, on lengths."""
+  while len_a + len_b > budget:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def test_truncate_lengths_is_the_reference_loop_in_closed_form():
+  for a in range(14):
+    for b in range(14):
+      for budget in range(27):
+        assert c.truncate_lengths(a, b, budget) == _reference_truncation(a, b, budget), (a, b, budget)
+
+
+def test_encode_pair_and_single_with_exact_ids(vocab_file):
+  tok = FullTokenizer(vocab_file)
+  e = c.encode(tok, "The cat sat", "on the mat!", 11)
+  assert e.input_ids == [2, 5, 6, 7, 3, 8, 5, 9, 17, 3, 0]
+  assert e.input_mask == [1] * 10 + [0]
+  assert e.segment_ids == [0] * 5 + [1] * 5 + [0]
+  assert (e.num_tokens, e.truncated) == (10, False)
+  # 5 + 4 tokens into a budget of 9 - 3 = 6: the longer A is cut to B's length, then B on the tie, then A.
+  e = c.encode(tok, "the cat sat on a", "dog ran the mat", 9)
+  assert e.input_ids == [2, 5, 6, 7, 3, 10, 11, 5, 3]
+  assert e.segment_ids == [0, 0, 0, 0, 0, 1, 1, 1, 1]
+  assert e.truncated
+  e = c.encode(tok, "unbelievable dog", None, 5)
+  assert e.input_ids == [2, 12, 13, 14, 3]  # un ##believ ##able, then [SEP]: "dog" cut
+  assert e.segment_ids == [0] * 5 and e.truncated
+  e = c.encode(tok, "", "", 7)  # empty texts are [CLS] [SEP] [SEP]
+  assert e.input_ids == [2, 3, 3, 0, 0, 0, 0] and e.segment_ids == [0, 0, 1, 0, 0, 0, 0]
+
+
+def test_in_graph_encoding_equals_python_on_random_texts(vocab_file):
+  full, graph = FullTokenizer(vocab_file), GraphTokenizer(vocab_file)
+  rng = random.Random(3)
+  pool = WORDS + ["Zebra", "CAT", "mat.", "東京", "unbelievable!"]
+  for max_seq_length in (5, 6, 9, 17):
+    a = [" ".join(rng.choice(pool) for _ in range(rng.randint(0, 11))) for _ in range(23)]
+    b = [" ".join(rng.choice(pool) for _ in range(rng.randint(0, 11))) for _ in range(23)]
+    pair = c.encode_graph(graph, tf.constant(a), tf.constant(b), max_seq_length)
+    single = c.encode_graph(graph, tf.constant(a), None, max_seq_length)
+    for i in range(23):
+      e, s = c.encode(full, a[i], b[i], max_seq_length), c.encode(full, a[i], None, max_seq_length)
+      assert pair["input_ids"][i].numpy().tolist() == e.input_ids
+      assert pair["input_mask"][i].numpy().tolist() == e.input_mask
+      assert pair["segment_ids"][i].numpy().tolist() == e.segment_ids
+      assert single["input_ids"][i].numpy().tolist() == s.input_ids
+      assert single["segment_ids"][i].numpy().tolist() == s.segment_ids
+
+
+def _write(tmp_path, vocab_file, n=11, regression=False, max_seq_length=13):
+  tok = FullTokenizer(vocab_file)
+  rng = random.Random(n)
+  rows = [(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14))), "the dog" if i % 2 else None,
+           (i * 0.37 if regression else i % 3)) for i in range(n)]
+  info = c.write_feature_file(rows, tok, max_seq_length, str(tmp_path / "f" / "train.tfrecord"),
+                              is_regression=regression, is_pair=True)
+  return rows, info
+
+
+def test_feature_file_round_trip_and_description(tmp_path, vocab_file):
+  rows, info = _write(tmp_path, vocab_file)
+  assert info.num_examples == 11 and info.max_seq_length == 13
+  described = json.loads(open(info.path + ".json").read())
+  assert described["num_examples"] == 11 and set(described["token_length_percentiles"]) == {"50", "90", "99", "max"}
+  assert c.read_feature_file_info(info.path) == info
+  batches = list(c.classifier_dataset(info.path, 4, 13, False, is_training=False, dynamic_padding=False))
+  assert [b["input_ids"].shape[0] for b in batches] == [4, 4, 3]
+  features = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
+  tok = FullTokenizer(vocab_file)
+  for i, (a, b, label) in enumerate(rows):
+    assert features["input_ids"][i].tolist() == c.encode(tok, a, b, 13).input_ids
+  assert features["label_ids"].tolist() == [i % 3 for i in range(11)]
+  assert features["is_real_example"].tolist() == [1] * 11
+  assert features["input_ids"].dtype == np.int32
+
+
+def test_a_moved_feature_file_is_described_at_its_new_path(tmp_path, vocab_file):
+  """A description names the path its writer used (relative to that run's working directory); read at another
+  path (another working directory, a moved folder), it names the file it was read from."""
+  _, info = _write(tmp_path, vocab_file)
+  moved = tmp_path / "moved"
+  os.rename(tmp_path / "f", moved)
+  again = c.read_feature_file_info(str(moved / "train.tfrecord"))
+  assert again == dataclasses.replace(info, path=str(moved / "train.tfrecord"))
+
+
+def test_trim_padding_cuts_the_last_axis_of_any_rank():
+  mask = tf.constant([[[1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0]], [[1, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]]])
+  batch = {"input_ids": mask * 7, "input_mask": mask, "segment_ids": mask * 0, "label_ids": tf.constant([1, 0])}
+  cut = c.trim_padding(batch, max_seq_length=7, length_multiple=2)  # longest 3 -> 4
+  assert cut["input_ids"].shape == (2, 2, 4) and cut["input_mask"].numpy().sum() == mask.numpy().sum()
+  assert cut["label_ids"].numpy().tolist() == [1, 0]
+  assert c.trim_padding(batch, max_seq_length=7, length_multiple=8)["input_ids"].shape == (2, 2, 7)
+
+
+def test_dynamic_padding_cuts_to_a_multiple_of_eight_and_pad_to_batch_fills(tmp_path, vocab_file):
+  _, info = _write(tmp_path, vocab_file, n=5, max_seq_length=29)
+  (batch,) = c.classifier_dataset(info.path, 7, 29, False, is_training=False, pad_to_batch=True)
+  longest = int(batch["input_mask"].numpy().sum(axis=1).max())
+  assert batch["input_ids"].shape == (7, min(29, -(-longest // 8) * 8))
+  assert batch["is_real_example"].numpy().tolist() == [1] * 5 + [0] * 2
+  assert batch["input_ids"].numpy()[5:].sum() == 0
+
+
+def test_training_dataset_repeats_with_full_batches_and_regression_labels_are_float(tmp_path, vocab_file):
+  _, info = _write(tmp_path, vocab_file, n=7, regression=True)
+  batches = list(c.classifier_dataset(info.path, 3, 13, True, is_training=True).take(5))
+  assert all(b["input_ids"].shape[0] == 3 for b in batches)
+  assert batches[0]["label_ids"].dtype == tf.float32
+  # Shuffled within each epoch, then repeated: the first 7 and the next 7 labels are each one full epoch.
+  seen = np.round(np.concatenate([b["label_ids"].numpy() for b in batches]) / 0.37).astype(int).tolist()
+  assert sorted(seen[:7]) == sorted(seen[7:14]) == list(range(7))
+  assert seen[:7] != seen[7:14]  # reshuffled
+
+
+def _config():
+  return BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
+                                intermediate_size=37, num_hidden_layers=1, max_position_embeddings=17)
+
+
+def _inputs(batch=5, length=7, seed=0):
+  rng = np.random.default_rng(seed)
+  mask = (np.arange(length)[None] < rng.integers(2, length + 1, [batch, 1])).astype(np.int32)
+  return {"input_ids": tf.constant(rng.integers(5, len(TOKENS), [batch, length]) * mask, tf.int32),
+          "input_mask": tf.constant(mask), "segment_ids": tf.constant(np.zeros([batch, length], np.int32)),
+          "label_ids": tf.constant(np.arange(batch) % 3, tf.int32)}
+
+
+def test_classifier_shapes_config_round_trip_and_save_load(tmp_path, vocab_file):
+  model = c.BertClassifier(_config(), 3)
+  x = _inputs()
+  logits = model(x, training=False)
+  assert logits.shape == (5, 3)
+  regression = c.BertClassifier(_config(), 1)
+  assert regression(x).shape == (5,)
+  clone = c.BertClassifier.from_config(model.get_config())
+  assert clone.num_labels == 3 and clone.config == model.config
+  spec = c.ClassifierSpec("toy", ("x", "y", "z"), True, 13, True)
+  c.save_classifier(model, spec, vocab_file, str(tmp_path / "classifier"))
+  loaded, loaded_spec, vocab = c.load_classifier(str(tmp_path / "classifier"))
+  assert loaded_spec == spec and open(vocab).read() == open(vocab_file).read()
+  np.testing.assert_allclose(loaded(x).numpy(), logits.numpy(), atol=1e-6)
+  with pytest.raises(FileNotFoundError, match="classifier.json"):
+    c.load_classifier(str(tmp_path))
+
+
+def test_mixed_precision_classifier_is_saved_in_float32(tmp_path, vocab_file):
+  model = c.BertClassifier(_config(), 2, dtype="mixed_bfloat16")
+  x = _inputs()
+  assert model(x).dtype == tf.bfloat16
+  spec = c.ClassifierSpec("toy", ("x", "y"), False, 13, True)
+  c.save_classifier(model, spec, vocab_file, str(tmp_path / "cls"))
+  loaded, _, _ = c.load_classifier(str(tmp_path / "cls"))
+  out = loaded(x)
+  assert out.dtype == tf.float32
+  np.testing.assert_allclose(out.numpy(), tf.cast(model(x), tf.float32).numpy(), atol=0.05)
+
+
+def test_a_classifier_folder_whose_config_does_not_fit_its_weights_is_one_line(tmp_path, vocab_file):
+  directory = tmp_path / "cls"
+  model = c.BertClassifier(_config(), 2)
+  model(_inputs())
+  c.save_classifier(model, c.ClassifierSpec("toy", ("x", "y"), False, 13, True), vocab_file, str(directory))
+  values = json.loads((directory / "bert_config.json").read_text())
+  (directory / "bert_config.json").write_text(json.dumps({**values, "hidden_size": 21}))
+  with pytest.raises(ValueError) as caught:
+    c.load_classifier(str(directory))
+  assert str(caught.value) == (
+      f"{directory}/model: does not match {directory}/bert_config.json: word_embeddings/embeddings: the checkpoint "
+      f"has [{len(TOKENS)}, 18], the model needs [{len(TOKENS)}, 21]; the files of {directory} do not belong "
+      "together: use a folder written by run_classifier.py (<output_dir>/classifier/)")
+
+
+def test_task_loss_is_the_mean_cross_entropy_of_real_examples():
+  task = c.ClassificationTask(_config(), 3, "unused", 13)
+  x = _inputs()
+  x["is_real_example"] = tf.constant([1, 1, 1, 0, 1], tf.int32)
+  logits = tf.constant(np.random.default_rng(1).normal(size=[5, 3]), tf.float32)
+  terms = task.loss_terms(x, logits)
+  loss = task.loss(terms, task.normalizers(x))
+  per = tf.keras.losses.sparse_categorical_crossentropy(x["label_ids"], logits, from_logits=True).numpy()
+  assert float(loss) == pytest.approx(per[[0, 1, 2, 4]].mean(), rel=1e-6)
+  correct = (logits.numpy().argmax(1) == np.arange(5) % 3)[[0, 1, 2, 4]].sum()
+  assert float(terms["correct_sum"]) == correct
+  regression = c.ClassificationTask(_config(), 1, "unused", 13)
+  x["label_ids"] = tf.constant([0.5, 1.0, 2.0, 9.0, 3.0])
+  scores = tf.constant([1.0, 1.0, 1.0, 1.0, 1.0])
+  assert float(regression.loss(regression.loss_terms(x, scores), regression.normalizers(x))) == pytest.approx(
+      (0.25 + 0 + 1 + 4) / 4)
+
+
+def test_predictions_from_outputs():
+  predictions, probabilities = c.predictions_from_outputs(np.array([[0.0, 1.0], [2.0, 0.0]], np.float32), False)
+  assert predictions.tolist() == [1, 0]
+  np.testing.assert_allclose(probabilities[0], [1 / (1 + np.e), np.e / (1 + np.e)], rtol=1e-6)
+  scores, same = c.predictions_from_outputs(np.array([0.5, 4.0]), True)
+  assert scores.tolist() == [0.5, 4.0] and same is scores

@@ -1,0 +1,344 @@
+"""bert_tf.tasks.classification.run and scripts/run_classifier.py: fine-tune a tiny encoder on GLUE-format fixtures,
+evaluate, predict in the submission format, reuse features, select among learning rates, reload for eval."""
+
+import csv
+import json
+import dataclasses
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import training_helpers as th
+from bert_tf.config import BertConfig
+from bert_tf.tasks.classification import run as gf
+from bert_tf.training import finetuning
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "big", "small", "red", ",", "."]
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+
+
+def _sentence(rng, n):
+  return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def write_mrpc(directory, sizes=(37, 11, 7), seed=0):
+  """MRPC in the GLUE download's format (BOM, header, 5 columns); label 1 iff sentence 2 mentions a dog."""
+  rng = random.Random(seed)
+  os.makedirs(directory, exist_ok=True)
+  for split, n in zip(("train", "dev", "test"), sizes):
+    head = "Quality" if split != "test" else "index"
+    lines = [f"\ufeff{head}\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+    for i in range(n):
+      b = _sentence(rng, rng.randint(1, 9))
+      first = str(int("dog" in b.split())) if split != "test" else str(i)
+      lines.append(f"{first}\t{1000 + i}\t{2000 + i}\t{_sentence(rng, rng.randint(1, 12))}\t{b}")
+    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+  return str(directory)
+
+
+def write_stsb(directory, sizes=(19, 9, 5), seed=1):
+  rng = random.Random(seed)
+  os.makedirs(directory, exist_ok=True)
+  for split, n in zip(("train", "dev", "test"), sizes):
+    cols = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2"]
+    lines = ["\t".join(cols + (["score"] if split != "test" else []))]
+    for i in range(n):
+      row = [str(i), "main-captions", "MSRvid", "2012test", str(i), "none", "none", _sentence(rng, 5),
+             _sentence(rng, 4)] + ([f"{rng.uniform(0, 5):.3f}"] if split != "test" else [])
+      lines.append("\t".join(row))
+    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+  return str(directory)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  """A tiny random encoder in the pretraining hand-off layout, and its vocabulary."""
+  from bert_tf.model.encoder import BertEncoder
+  from bert_tf.training import handoff
+
+  directory = tmp_path_factory.mktemp("pretrained")
+  vocab = directory / "vocab.txt"
+  vocab.write_text("\n".join(TOKENS) + "\n")
+  config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
+                                  intermediate_size=37, num_hidden_layers=1, max_position_embeddings=40)
+  handoff.export_encoder(BertEncoder(config), config, str(directory))
+  return str(directory), str(vocab), config
+
+
+def _config(tmp_path, pretrained, data_dir, task="MRPC", **kwargs):
+  directory, vocab, bert_config = pretrained
+  ft_fields = dict(output_dir=str(tmp_path / "out"), bert_config=bert_config, init_checkpoint=directory,
+                   train_batch_size=8, eval_batch_size=3, predict_batch_size=3, learning_rate=3e-3,
+                   num_train_epochs=4, distribution_strategy="one_device", log_steps=3, steps_per_loop=3, seed=7)
+  ft_fields.update({k: kwargs.pop(k) for k in list(kwargs) if k in finetuning.FinetuningConfig.__dataclass_fields__})
+  ft = finetuning.FinetuningConfig(**ft_fields)
+  return gf.ClassifierConfig(task_name=task, data_dir=data_dir, vocab_file=vocab, finetuning=ft,
+                             max_seq_length=21, features_dir=str(tmp_path / "features"), **kwargs)
+
+
+def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC")
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
+  said = []
+  summary = gf.run_classifier(config, say=said.append)
+  out = tmp_path / "out"
+  assert summary["train_steps"] == int(37 / 8 * 4) == 18
+  history = summary["train_history"]
+  assert history[-1]["loss"] < history[0]["loss"]
+  results = json.loads((out / "eval_results.json").read_text())
+  assert set(results) >= {"accuracy", "f1", "eval_examples", "train_examples_per_second"}
+  assert results["eval_examples"] == 11 and 0 <= results["accuracy"] <= 1
+  text = (out / "eval_results.txt").read_text()
+  assert f"accuracy = {results['accuracy']}" in text
+  with open(out / "MRPC.tsv") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+  assert rows[0] == ["index", "prediction"] and [r[0] for r in rows[1:]] == [str(i) for i in range(7)]
+  assert {r[1] for r in rows[1:]} <= {"0", "1"}
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  assert probabilities.shape == (7, 2)
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)
+  assert (out / "classifier" / "classifier.json").exists()
+  assert any("wrote" in line and "train-" in line for line in said)
+
+  # Evaluating the saved classifier alone reproduces the metrics; features are reused, not rewritten.
+  said.clear()
+  eval_only = _config(tmp_path, pretrained, data, do_eval=True, init_checkpoint=str(out / "classifier"),
+                      output_dir=str(tmp_path / "eval_only"))
+  again = gf.run_classifier(eval_only, say=said.append)
+  assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
+  assert again["eval"]["dev"]["f1"] == results["f1"]
+  assert any("reusing" in line for line in said) and not any("wrote" in line for line in said)
+
+
+def test_regression_task_trains_and_writes_scores(tmp_path, pretrained):
+  data = write_stsb(tmp_path / "STS-B")
+  config = _config(tmp_path, pretrained, data, task="STS-B", do_train=True, do_eval=True, do_predict=True,
+                   num_train_epochs=1)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  assert set(summary["eval"]["dev"]) >= {"pearson", "spearman"}
+  with open(tmp_path / "out" / "STS-B.tsv") as f:
+    rows = list(csv.reader(f, delimiter="\t"))[1:]
+  assert len(rows) == 5 and all(0 <= float(r[1]) <= 5 for r in rows)
+
+
+def test_selection_protocol_keeps_the_best_run_on_dev(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(17, 9, 3))
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, learning_rates=(1e-3, 1e-4),
+                   num_restarts=2, num_train_epochs=1)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  selection = json.loads((tmp_path / "out" / "selection.json").read_text())
+  runs = selection["runs"]
+  assert [(r["learning_rate"], r["seed"]) for r in runs] == [(1e-3, 7), (1e-3, 8), (1e-4, 7), (1e-4, 8)]
+  best = max(runs, key=lambda r: r["score"])
+  assert selection["best"]["score"] == best["score"] == summary["score"]
+  for r in runs:
+    assert r["score"] == pytest.approx((r["eval"]["dev"]["accuracy"] + r["eval"]["dev"]["f1"]) / 2)
+    assert os.path.exists(os.path.join(r["output_dir"], "eval_results.json"))
+  top = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert top["accuracy"] == best["eval"]["dev"]["accuracy"]
+
+
+def test_flags_are_checked_before_any_work(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC")
+  with pytest.raises(ValueError, match="nothing to do"):
+    _config(tmp_path, pretrained, data).validate()
+  with pytest.raises(ValueError, match="--task_name"):
+    _config(tmp_path, pretrained, data, task="MRCP", do_train=True).validate()
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    c = _config(tmp_path, pretrained, data, do_train=True)
+    c.max_seq_length = 41
+    c.validate()
+  with pytest.raises(ValueError, match="select on dev"):
+    _config(tmp_path, pretrained, data, do_train=True, learning_rates=(1e-3, 2e-3)).validate()
+  with pytest.raises(ValueError, match="classifier"):
+    gf.run_classifier(_config(tmp_path, pretrained, data, do_eval=True), say=lambda line: None)
+  with pytest.raises(ValueError, match="--warmup_proportion"):
+    _config(tmp_path, pretrained, data, do_train=True, warmup_proportion=1.5).validate()
+
+
+def _arrays(prefix):
+  """The float variables of a checkpoint but the optimizer's own (its slots), as sorted bytes: the same weights
+  saved under other names compare equal."""
+  import tensorflow as tf
+
+  reader = tf.train.load_checkpoint(prefix)
+  return sorted(reader.get_tensor(name).tobytes() for name, dtype in reader.get_variable_to_dtype_map().items()
+                if dtype.is_floating and not name.startswith("optimizer/_variables/"))
+
+
+def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
+  directory, vocab, _ = pretrained
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 3))
+  common = ["scripts/run_classifier.py", "--task_name=mrpc", f"--data_dir={data}", f"--vocab_file={vocab}",
+            f"--init_checkpoint={directory}", "--max_seq_length=21", "--train_batch_size=4",
+            "--distribution_strategy=one_device", f"--features_dir={tmp_path / 'features'}"]
+  # With evaluation while training: every step of 3, the best kept, stopping after 1 evaluation without a
+  # better F1 (MRPC's headline metric).
+  done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1", "--eval_every_steps=1",
+                                 "--keep_best_checkpoint", "--early_stopping_patience=1",
+                                 f"--output_dir={tmp_path / 'out'}"])
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert results["eval_examples"] == 5
+  assert "MRPC dev: accuracy" in done.stderr
+  # The dev features written once and kept for every evaluation (while training and at the end).
+  assert done.stderr.count("MRPC dev: wrote") == 1 and "MRPC dev: reusing" not in done.stderr
+  history = results["eval_history"]
+  assert results["metric_for_best"] == "f1" and [h["step"] for h in history] == [1, 2]
+  assert (results["best_step"], results["stopped_early"], results["train_steps"]) == (1, True, 2)
+  assert history[1]["f1"] <= history[0]["f1"] == results["best_metric"] == results["f1"]
+  assert "best_step = 1\n" in (tmp_path / "out" / "eval_results.txt").read_text()
+  # The saved classifier holds step 1's weights (the best), not step 2's (the last checkpoint's).
+  best = _arrays(str(tmp_path / "out" / "best" / "ckpt-1"))
+  assert _arrays(str(tmp_path / "out" / "classifier" / "model")) == best
+  last = _arrays(str(tmp_path / "out" / "checkpoints" / "ckpt-2"))
+  assert len(last) == len(best) > 10 and last != best
+  bad = th.run_python(common + ["--do_train", f"--output_dir={tmp_path / 'bad'}", "--data_dir=/nonexistent"])
+  assert bad.returncode == 1
+  assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr
+  assert not os.path.exists(tmp_path / "bad" / "eval_results.json")
+
+
+@pytest.mark.parametrize("dtype,jit", [("mixed_bfloat16", False), ("float32", True)])
+def test_mixed_precision_and_xla_fine_tune_and_save_float32(tmp_path, pretrained, dtype, jit):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(16, 5, 3))
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, num_train_epochs=1, dtype=dtype,
+                   jit_compile=jit)
+  summary = gf.run_classifier(config, say=lambda line: None)
+  assert summary["train_steps"] == 2 and np.isfinite(summary["train_history"][-1]["loss"])
+  from bert_tf.tasks.classification import classifier as classification
+
+  model, spec, _ = classification.load_classifier(str(tmp_path / "out" / "classifier"))
+  assert model.dtype_policy.name == "float32" and spec.labels == ("0", "1")
+
+
+# -- Bad inputs: stopped before any work, one line naming the file ---------------------------------------------
+
+
+def _break(data, split, how):
+  """Spoils `split`.tsv of a write_mrpc folder in one of the ways a download or an edit goes wrong."""
+  path = os.path.join(data, f"{split}.tsv")
+  with open(path, "rb") as f:
+    lines = f.read().split(b"\n")
+  if how == "columns":  # a tab inside a sentence: line 3 gets 6 fields
+    lines[2] = lines[2] + b"\tand more"
+  elif how == "label":
+    lines[1] = b"2" + lines[1][1:]
+  elif how == "utf8":
+    lines[3] = lines[3] + b" caf\xe9"
+  elif how == "header_only":
+    lines = lines[:1] + [b""]
+  if how == "missing":
+    os.remove(path)
+  elif how == "directory":  # unreadable: open() fails
+    os.remove(path)
+    os.mkdir(path)
+  else:
+    with open(path, "wb") as f:
+      f.write(b"\n".join(lines))
+  return path
+
+
+@pytest.mark.parametrize("split,how,error", [
+    ("dev", "columns", r"dev.tsv:3: 6 tab-separated fields, expected 5"),
+    ("dev", "label", r"dev.tsv:2: label '2' is not a MRPC label; expected one of 0, 1"),
+    ("test", "utf8", r"test.tsv:4: not valid UTF-8"),
+    ("test", "missing", r"test.tsv does not exist: --data_dir should be the MRPC folder"),
+    ("dev", "directory", r"dev.tsv: cannot be read \(Is a directory\)"),
+    ("dev", "header_only", r"dev.tsv: holds no examples"),
+])
+def test_every_split_the_flags_ask_for_is_checked_before_any_work(tmp_path, pretrained, split, how, error):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _break(data, split, how)
+  config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
+  with pytest.raises((ValueError, FileNotFoundError), match=error) as caught:
+    gf.run_classifier(config, say=lambda line: None)
+  assert str(tmp_path / "MRPC" / f"{split}.tsv") in str(caught.value) and "\n" not in str(caught.value)
+  assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
+
+
+def test_only_the_splits_the_flags_ask_for_are_read(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _break(data, "dev", "columns")
+  _break(data, "test", "missing")
+  task = gf.glue.get_task("MRPC")
+  inputs = gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True), task)
+  assert list(inputs) == ["train"] and len(inputs["train"].examples) == 13
+  with pytest.raises(ValueError, match="dev.tsv:3"):
+    gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True, do_eval=True), task)
+
+
+def test_a_vocabulary_that_does_not_fit_the_bert_config_is_refused(tmp_path, pretrained):
+  data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  _, vocab, bert_config = pretrained  # 17 tokens, vocab_size 17
+  _config(tmp_path, pretrained, data, do_train=True).validate()
+  larger = dataclasses.replace(bert_config, vocab_size=1042)
+  with pytest.raises(ValueError, match=f"--vocab_file={vocab} has 17 tokens but big/bert_config.json says "
+                     "vocab_size=1,042: it is probably not the vocabulary the model was pretrained with"):
+    _config(tmp_path, pretrained, data, do_train=True, bert_config=larger,
+            bert_config_file="big/bert_config.json").validate()
+  smaller = dataclasses.replace(bert_config, vocab_size=11)
+  with pytest.raises(ValueError, match="has 17 tokens but the BERT config says vocab_size=11: ids from 11 up"):
+    _config(tmp_path, pretrained, data, do_train=True, bert_config=smaller).validate()
+
+
+def _run_script(cwd, *args):
+  """scripts/run_classifier.py as a user runs it: a fresh process in `cwd`, relative paths."""
+  script = os.path.join(th.REPO, "scripts", "run_classifier.py")
+  return subprocess.run([sys.executable, script, "--task_name=MRPC", "--data_dir=MRPC", "--output_dir=out",
+                         "--features_dir=features", "--max_seq_length=21", "--train_batch_size=4",
+                         "--distribution_strategy=one_device", "--do_train", "--do_eval", "--do_predict", *args],
+                        cwd=cwd, env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+
+def _one_error_line(result) -> str:
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1, result.stderr[-3000:]
+  return errors[0]
+
+
+def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrained):
+  directory, _, bert_config = pretrained
+  shutil.copytree(directory, tmp_path / "model")
+  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  small_vocab = tmp_path / "vocab.txt"
+  small_vocab.write_text("\n".join(TOKENS[:9]) + "\n")
+  common = ("--vocab_file=model/vocab.txt", "--init_checkpoint=model")
+
+  _break(str(tmp_path / "MRPC"), "dev", "columns")  # found before training, not after it
+  line = _one_error_line(_run_script(tmp_path, *common))
+  assert line.startswith("error: MRPC/dev.tsv:3: 6 tab-separated fields, expected 5"), line
+  assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
+  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+
+  line = _one_error_line(_run_script(tmp_path, "--vocab_file=vocab.txt", "--init_checkpoint=model"))
+  assert line == ("error: --vocab_file=vocab.txt has 9 tokens but model/bert_config.json says vocab_size=17: it "
+                  "is probably not the vocabulary the model was pretrained with; pass --vocab_file=model/vocab.txt "
+                  "(beside bert_config.json)"), line
+
+  dataclasses.replace(bert_config, hidden_size=21).to_json_file(str(tmp_path / "wide.json"))
+  line = _one_error_line(_run_script(tmp_path, *common, "--bert_config_file=wide.json"))
+  assert line == ("error: model/encoder_checkpoint/encoder: does not match this encoder's bert_config.json "
+                  "(wide.json): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
+                  "[17, 21]; pass the bert_config.json the checkpoint was trained with (probably "
+                  "model/bert_config.json, beside it)"), line
+
+
+def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file(tmp_path, pretrained):
+  directory, vocab, bert_config = pretrained
+  other = dataclasses.replace(bert_config, intermediate_size=bert_config.intermediate_size + 2)
+  config = _config(tmp_path, (directory, vocab, other), write_mrpc(tmp_path / "MRPC"), do_train=True)
+  with pytest.raises(ValueError, match=r"does not match this encoder's BERT config \(--bert_config_file\): "
+                                       r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
+                                       r"needs \[18, 39\]"):
+    gf.run_classifier(config)
+  assert not os.path.exists(tmp_path / "features")
