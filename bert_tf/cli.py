@@ -144,10 +144,12 @@ def _declare_key_flags_of_caller(flag_values, names) -> None:
 
 def define_evaluation_flags(flag_values=None) -> None:
   """Defines the flags of evaluation while training, shared by every fine-tuning script (the fields of the same
-  names in bert_tf.training.finetuning.FinetuningConfig)."""
+  names in bert_tf.training.finetuning.FinetuningConfig), as key flags of the calling script (its `--help`)."""
   from absl import flags
 
-  flags = _BoundFlags(flags, flags.FLAGS if flag_values is None else flag_values)
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  before = set(flag_values)
+  flags = _BoundFlags(flags, flag_values)
   flags.DEFINE_integer("eval_every_steps", 0, "Evaluate on the dev split (--do_eval's) every this many updates and "
                        "at the end, with the task's metric; logged and in TensorBoard under eval/ (0: off).")
   flags.DEFINE_bool("keep_best_checkpoint", False, "Save and export the evaluated weights with the best "
@@ -156,6 +158,7 @@ def define_evaluation_flags(flag_values=None) -> None:
                       "headline: accuracy, F1, Matthews or Pearson correlation, entity F1; a loss: the lowest).")
   flags.DEFINE_integer("early_stopping_patience", 0, "Stop training after this many evaluations without a "
                        "better --metric_for_best (0: never).")
+  _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
 
 
 EVALUATION_FLAGS = ("eval_every_steps", "keep_best_checkpoint", "metric_for_best", "early_stopping_patience")

@@ -82,6 +82,13 @@ def test_dev_and_test_follow_the_training_file(tmp_path):
   with pytest.raises(ValueError, match=r"--labels=pos,neg, but the model at --init_checkpoint has the labels "
                      "neg,pos"):
     read(tmp_path, ("dev",), trained=spec, validation_file=dev, labels=("pos", "neg"))
+  # A label the model never had: --labels cannot help there (it must equal the model's).
+  odd = write(tmp_path / "odd.csv", [("x", "y", "meh")], ("sentence1", "sentence2", "label"))
+  with pytest.raises(ValueError) as e:
+    read(tmp_path, ("test",), trained=spec, test_file=odd)
+  assert str(e.value) == (f"{odd}:2: column 'label': 'meh' is not a label of the model at --init_checkpoint "
+                          "(neg, pos); fix the row (or drop its label: the test file's is optional), or fine-tune "
+                          "a model that has that label")
 
 
 def _error(tmp_path, name, rows, columns=("sentence1", "label"), splits=("train",), **files):

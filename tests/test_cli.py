@@ -71,6 +71,8 @@ def test_the_shared_flags_are_key_flags_of_the_defining_script():
   shared = {"save_checkpoints_steps", "optimizer", "dtype", "distribution_strategy", "steps_per_loop", "use_tpu"}
   assert shared <= {flag.name for flag in values.get_key_flags_for_module(__name__)}
   assert "--save_checkpoints_steps: Checkpoint every this many updates." in values.module_help(__name__)
+  cli.define_evaluation_flags(flag_values=values)
+  assert set(cli.EVALUATION_FLAGS) <= {flag.name for flag in values.get_key_flags_for_module(__name__)}
 
 
 @pytest.mark.parametrize("script", ["run_pretraining", "run_classifier", "run_squad", "run_ner", "run_swag"])
@@ -82,5 +84,8 @@ def test_help_of_each_training_script_lists_the_shared_flags(script):
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   shown = subprocess.run([sys.executable, os.path.join(repo, "scripts", f"{script}.py"), "--help"],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": repo}).stdout
-  for name in ("save_checkpoints_steps", "optimizer", "dtype", "gradient_accumulation_steps", "deterministic"):
+  # --eval_every_steps: every script has it (run_pretraining.py its own); the rest are fine-tuning's.
+  evaluation = ("eval_every_steps",) if script == "run_pretraining" else cli.EVALUATION_FLAGS
+  for name in ("save_checkpoints_steps", "optimizer", "dtype", "gradient_accumulation_steps", "deterministic",
+               *evaluation):
     assert f"  --{name}" in shown or f"  --[no]{name}" in shown, (script, name)

@@ -188,6 +188,30 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
       "classifier/kernel: the folder has [18, 3], this model needs [18, 2]")
 
 
+def test_a_model_fine_tuned_with_dropout_gives_its_head_too(tmp_path):
+  """Dropout > 0 (every real config) adds a Keras SeedGenerator state to model.variables that no checkpoint holds:
+  it is not part of the head, so the same task and labels still take the head (it was "its model has no
+  seed_generator_N/seed_generator_state", the encoder only)."""
+  import numpy as np
+
+  from bert_tf.tasks import classification
+  from bert_tf.training import finetuning
+
+  config = th.tiny_bert_config(dropout=0.1)
+  fine_tuned = _built(classification.BertClassifier(config, 2, dtype="float32"))
+  fine_tuned.classifier.kernel.assign(np.random.default_rng(5).normal(size=(18, 2)).astype("float32"))
+  directory = str(tmp_path / "classifier")
+  spec = classification.ClassifierSpec("own", ("no", "yes"), True, 13, True)
+  classification.save_classifier(fine_tuned, spec, th.write_vocab(tmp_path), directory)
+  again = _built(classification.BertClassifier(config, 2, dtype="float32"))
+  assert any("seed_generator" in v.path for v in again.variables)  # what made the check fail
+  head = (classification.SPEC_NAME, {"task_name": "own", "labels": ["no", "yes"]})
+  assert handoff.task_head_mismatch(again, directory, *head) is None
+  source = finetuning.init_encoder(again.encoder, directory, model=again, head=head)
+  assert source == f"{directory} (encoder and task head)"
+  assert (again.classifier.kernel.numpy() == fine_tuned.classifier.kernel.numpy()).all()
+
+
 def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tmp_path):
   """A fine-tuned model folder cut short (an interrupted copy): its weights and its settings file are named, with
   what to do, instead of a traceback (export_squad.py, run_squad.py --do_predict)."""

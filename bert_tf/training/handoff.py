@@ -423,13 +423,15 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
     if theirs.get(key) != value:
       return f"its {key} {theirs.get(key)!r} differ from this run's {value!r} ({path})"
   encoder_variables = {id(v) for v in model.encoder.variables}
-  head = [v for v in model.variables if id(v) not in encoder_variables]
+  paths = _attribute_paths(model)
+  # Only what a checkpoint saves: a Dropout with rate > 0 adds a SeedGenerator state to model.variables that
+  # tf.train.Checkpoint never writes (counting it refused the head of every model fine-tuned with dropout).
+  head = [v for v in model.variables if id(v) not in encoder_variables and v.path in paths]
   prefix = os.path.join(directory, TASK_MODEL_PREFIX)
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   graph = _object_graph(prefix)
-  paths = _attribute_paths(model)
   for variable in head:
-    saved = _saved_shape(graph, shapes, "/".join(("model",) + paths.get(variable.path, ("?",))))
+    saved = _saved_shape(graph, shapes, "/".join(("model",) + paths[variable.path]))
     name = variable.path.removeprefix(model.name + "/")
     if saved is None:
       return f"its model has no {name}"

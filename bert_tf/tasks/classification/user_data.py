@@ -253,12 +253,13 @@ def read_file(files: DataFiles, split: str, is_pair: bool | None = None) -> User
   return UserFile(glue.ReadResult(examples=examples, skipped=0, path=path), lines, bool(is_pair), bool(has_labels))
 
 
-def _check_labels(file: UserFile, labels: tuple[str, ...], column: str, source: str) -> None:
+def _check_labels(file: UserFile, labels: tuple[str, ...], column: str, source: str,
+                  fix: str = "fix the row, or list every label with --labels") -> None:
   known = set(labels)
   for example, line in zip(file.result.examples, file.lines):
     if example.label is not None and example.label not in known:
       raise ValueError(f"{file.result.path}:{line}: column {column!r}: {example.label!r} is not a label of "
-                       f"{source} ({', '.join(labels)}); fix the row, or list every label with --labels")
+                       f"{source} ({', '.join(labels)}); {fix}")
 
 
 def read_inputs(files: DataFiles, splits: Sequence[str], trained=None) -> tuple[glue.GlueTask, dict]:
@@ -294,11 +295,14 @@ def read_inputs(files: DataFiles, splits: Sequence[str], trained=None) -> tuple[
                        f"{','.join(labels)} (in that order)")
     read = {}
     source = "the model at --init_checkpoint"
+  # A trained model's labels are fixed: --labels cannot add one.
+  fix = {} if "train" in splits else {"fix": "fix the row (or drop its label: the test file's is optional), or "
+                                             "fine-tune a model that has that label"}
   for split in splits:
     if split != "train":
       read[split] = read_file(files, split, is_pair)
       if labels:
-        _check_labels(read[split], labels, files.label_column, source)
+        _check_labels(read[split], labels, files.label_column, source, **fix)
   task = glue.GlueTask(name, tuple(labels), is_pair=is_pair, metric_names=metric_names(labels))
   return task, {split: file.result for split, file in read.items()}
 
