@@ -194,7 +194,7 @@ def test_a_model_fine_tuned_with_dropout_gives_its_head_too(tmp_path):
   seed_generator_N/seed_generator_state", the encoder only)."""
   import numpy as np
 
-  from bert_tf.tasks import classification
+  from bert_tf.tasks.classification import classifier as classification
   from bert_tf.training import finetuning
 
   config = th.tiny_bert_config(dropout=0.1)
