@@ -111,6 +111,12 @@ def test_early_stopping_ends_the_run_normally_and_a_rerun_stays_stopped(data, tm
     np.testing.assert_array_equal(a, b)
 
 
+def test_patience_running_out_at_the_last_step_is_a_normal_finish_not_an_early_stop(data, tmp_path):
+  scores = {2: 0.5, 4: 0.6, 6: 0.7, 8: 0.6, 9: 0.6}  # the second evaluation without improvement is the last
+  _, result = _run(data, tmp_path, scores, keep_best=False, patience=2)
+  assert (result.step, result.evaluation["stopped_early"], result.evaluation["best_step"]) == (9, False, 6)
+
+
 @pytest.mark.parametrize("keep_best, patience, refused", [(True, 0, "--keep_best_checkpoint"),
                                                          (False, 2, "--early_stopping_patience"),
                                                          (True, 2, "--keep_best_checkpoint and --early_stopping_patience"),

@@ -119,8 +119,9 @@ class EvalTracker:
     history = self.state["history"]
     return (step % self.evaluation.every_steps == 0 or last) and not (history and history[-1]["step"] == step)
 
-  def run(self, step: int) -> bool:
-    """Evaluates at `step`, updates the state (and the best weights); returns True to stop early."""
+  def run(self, step: int, last: bool = False) -> bool:
+    """Evaluates at `step`, updates the state (and the best weights); returns True to stop early. At the `last`
+    step there is nothing left to stop: the run finishes normally, whatever the patience count."""
     start = time.perf_counter()
     values = _numbers(self.evaluation.evaluate(self.model))
     state, metric = self.state, self.evaluation.metric
@@ -128,7 +129,7 @@ class EvalTracker:
       self._track_best(step, values)
     state["history"].append({"step": step, **values})
     patience = self.evaluation.early_stopping_patience
-    if patience and state["evaluations_without_improvement"] >= patience:
+    if patience and state["evaluations_without_improvement"] >= patience and not last:
       state["stopped_early_at"] = step
     self.variable.assign(json.dumps(state))
     seconds = time.perf_counter() - start

@@ -406,7 +406,7 @@ class Trainer:
         first_loop = False
         stop_early = False
         if evaluator is not None and evaluator.due(step, last=step == cfg.num_train_steps):
-          stop_early = evaluator.run(step)
+          stop_early = evaluator.run(step, last=step == cfg.num_train_steps)
         if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps or stop_early:
           self.checkpointer.save(step)  # with the evaluation state: a rerun of a stopped run stops too
           saved_at = step
