@@ -144,3 +144,18 @@ def test_keeping_the_best_or_stopping_early_needs_a_metric():
     evaluation.Evaluation(lambda m: {}, None, 5, keep_best=True)
   with pytest.raises(ValueError, match="need --metric_for_best"):
     evaluation.Evaluation(lambda m: {}, None, 5, early_stopping_patience=1)
+
+
+def test_a_value_beyond_float32_is_logged_but_not_written_as_a_scalar(tmp_path, caplog):
+  import logging
+
+  report = evaluation.EvalReport(str(tmp_path))
+  with caplog.at_level(logging.INFO, logger="absl"):
+    report.write(3, {"best_f1": 51.3, "best_f1_thresh": 1.7976931348623157e308})
+  assert "eval at step 3: best_f1 51.3  best_f1_thresh 1.798e+308" in caplog.text
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+  events = EventAccumulator(str(tmp_path / "eval"), size_guidance={"tensors": 0})
+  events.Reload()
+  assert events.Tags()["tensors"] == ["eval/best_f1"]
+

@@ -108,10 +108,18 @@ def test_remote_paths_go_through_gfile_with_a_heartbeat(monkeypatch):
   directory = "ram://run_lock_test/out"
   with run_lock.RunLock(directory) as lock:
     assert lock.path == directory + "/.lock"
-    first = json.loads(tf.io.gfile.GFile(lock.path).read())
+
+    def read():  # ram:// rewrites the file in place, so a read can catch half of it (a gs:// upload is whole)
+      while True:
+        try:
+          return json.loads(tf.io.gfile.GFile(lock.path).read())
+        except json.JSONDecodeError:
+          time.sleep(0.01)
+
+    first = read()
     assert first["pid"] == os.getpid()
     deadline = time.time() + 10
-    while json.loads(tf.io.gfile.GFile(lock.path).read())["heartbeat"] == first["heartbeat"]:
+    while read()["heartbeat"] == first["heartbeat"]:
       assert time.time() < deadline, "the heartbeat was not refreshed"
       time.sleep(0.05)
     with pytest.raises(OutputDirInUse):

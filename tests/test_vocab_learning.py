@@ -12,6 +12,7 @@ import pytest
 from bert_tf.data import tokenization as tk
 from bert_tf.data import vocab_learning as vl
 from bert_tf.data.corpus import default_corpus_text
+from bert_tf.data.graph_tokenizer import GraphTokenizer
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "learn_vocab.py"
 
@@ -42,7 +43,7 @@ def test_learned_vocab_covers_its_training_text(learned, corpus_lines):
   """
   tokenizer = tk.FullTokenizer(learned, do_lower_case=True)
   assert vl.unk_rate(tokenizer, corpus_lines) < 1e-4
-  graph = tk.GraphTokenizer(learned, do_lower_case=True)
+  graph = GraphTokenizer(learned, do_lower_case=True)
   assert vl.unk_rate(graph, corpus_lines[:500]) == vl.unk_rate(tokenizer, corpus_lines[:500])
   words = sum(vl.count_words(corpus_lines, True).values())
   pieces = sum(len(tokenizer.tokenize(line)) for line in corpus_lines)

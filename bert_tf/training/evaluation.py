@@ -190,6 +190,9 @@ class EvalTracker:
             "eval_history": state["history"]}
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 class EvalReport:
   """The one way an evaluation is reported, during training (`EvalTracker`) and after it (pretraining's
   --do_eval): a line `eval at step N: name value  ...` and the values as TensorBoard scalars `eval/<name>` under
@@ -209,7 +212,10 @@ class EvalReport:
                       else tf.summary.create_noop_writer())
     with self._writer.as_default(step=step):
       for name, value in values.items():
-        tf.summary.scalar(f"eval/{name}", value)
+        # TensorBoard keeps float32: a value beyond it (SQuAD v2.0's best_*_thresh is the largest double when
+        # no threshold beats answering everything) is in the log line and eval_results, not in a scalar.
+        if not math.isfinite(value) or abs(value) <= _FLOAT32_MAX:
+          tf.summary.scalar(f"eval/{name}", value)
     self._writer.flush()
 
 
