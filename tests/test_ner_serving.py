@@ -99,6 +99,34 @@ def test_the_graph_tags_and_entities_equal_the_python_path(bert_uncased_vocab_fi
   assert several_windows >= 2 and entities_seen > 10
 
 
+def test_the_encoder_sees_one_row_per_window_and_one_row_for_a_batch_without_words(bert_uncased_vocab_file):
+  """No spare row beside real windows (at batch 1 it doubled the model's work); one [CLS] [SEP] row when no text
+  has a word, so that the model never runs on an empty batch."""
+  model = _model()
+  server = ner_serving.NerServer(model, bert_uncased_vocab_file, _settings())
+  seen = []
+
+  def recording_model(features, training):
+    seen.append(features["input_ids"].numpy().tolist())
+    return model(features, training=training)
+
+  object.__setattr__(server, "_model", recording_model)  # the server keeps its model out of tracking this way
+  tf.config.run_functions_eagerly(True)  # concrete values inside the serving function
+  try:
+    one = server.serve_text(tf.constant(["EU rejects lamb."]))
+    none = server.serve_text(tf.constant(["", "  \x00 "]))
+    zero = server.serve_text(tf.constant([], tf.string))
+  finally:
+    tf.config.run_functions_eagerly(False)
+  pieces = FullTokenizer(bert_uncased_vocab_file).convert_tokens_to_ids(["[CLS]", "eu", "rejects", "lamb", ".",
+                                                                         "[SEP]"])
+  spare = [101, 102] + [0] * 6  # [CLS] [SEP], rounded up to 8 positions like every batch
+  assert seen == [[pieces + [0, 0]], [spare], [spare]]  # 6 pieces -> 8
+  assert _row({k: v.numpy() for k, v in one.items()}, "words", 0, 4) == ["EU", "rejects", "lamb", "."]
+  assert none["num_words"].numpy().tolist() == [0, 0] and none["num_entities"].numpy().tolist() == [0, 0]
+  assert zero["num_words"].numpy().tolist() == [] and zero["tags"].shape[0] == 0
+
+
 def test_a_plain_tag_set_serves_words_and_tags_without_entities(bert_uncased_vocab_file):
   labels = (".", "DT", "NN", "NNP", "VBZ", "O")  # "O" is a tag like the others here
   model = _model(labels)

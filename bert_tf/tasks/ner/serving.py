@@ -160,14 +160,18 @@ class NerServer(tf.Module):
     window = tf.gather(pieces.values, tf.ragged.range(lo - left, hi + right))  # int64 [C, (<= T - 2)]
     ids = tf.concat([tf.fill([num_centres, 1], tf.constant(self._cls_id, tf.int64)), window,
                      tf.fill([num_centres, 1], tf.constant(self._sep_id, tf.int64))], axis=1)
-    # One all-padding row more, so that the model never sees an empty batch (a request of empty texts).
-    ids = tf.concat([ids, tf.ragged.constant([[self._cls_id, self._sep_id]], tf.int64)], axis=0)
+    # One [CLS] [SEP] row when no text of the batch has a word (empty, blank or zero texts), so that the model
+    # never sees an empty batch; only then: at batch 1 a second row would double the model's work.
+    spare = tf.maximum(1 - num_centres, 0)  # 0 or 1
+    ids = tf.concat([ids, tf.RaggedTensor.from_row_lengths(
+        tf.tile(tf.constant([self._cls_id, self._sep_id], tf.int64), [spare]),
+        tf.fill([spare], tf.constant(2, tf.int64)))], axis=0)  # [max(C, 1), (<= T)]
     input_ids, input_mask = tf_text.pad_model_inputs(ids, T)
     features = serving.trim_padding({"input_ids": tf.cast(input_ids, tf.int32),
                                      "input_mask": tf.cast(input_mask, tf.int32),
-                                     "segment_ids": tf.zeros_like(input_ids, tf.int32)})  # [C + 1, L]
-    logits = self._model(features, training=False)  # [C + 1, L, K]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [C + 1, L]
+                                     "segment_ids": tf.zeros_like(input_ids, tf.int32)})  # [max(C, 1), L]
+    logits = self._model(features, training=False)  # [max(C, 1), L, K]
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [max(C, 1), L]
     position = 1 + tf.gather(left, centre_of_word) + word_start - tf.gather(lo, centre_of_word)  # [N]
     label = tf.gather_nd(predicted, tf.stack([centre_of_word, position], axis=1))  # int32 [N]
 
