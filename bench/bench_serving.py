@@ -233,10 +233,14 @@ def worker(spec, side: str, paths: dict[str, str], threads: int, inter_threads: 
 class Worker:
   """One side's process, `threads` intra-op and `inter_threads` inter-op threads; `name` labels its results."""
 
-  def __init__(self, side: str, task: str, model: str, args, threads: int, inter_threads: int, name: str):
+  def __init__(self, side: str, task: str, model: str, args, threads: int, inter_threads: int, name: str,
+               onednn: str = "on"):
     command = [sys.executable, os.path.abspath(__file__), f"--worker={side}", f"--tasks={task}", f"--model={model}",
                f"--work_dir={args.work_dir}", f"--threads={threads}", f"--inter_threads={inter_threads}"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false")
+    # TF_ENABLE_ONEDNN_OPTS is read once when TensorFlow loads: oneDNN's kernels (on, TensorFlow's default on
+    # x86 Linux) or Eigen's (off). Only the TF sides read it.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
+               TF_ENABLE_ONEDNN_OPTS="1" if onednn == "on" else "0")
     self.side = name
     self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
@@ -259,8 +263,15 @@ class Worker:
 def bench_model(task: str, model: str, requests: list, args) -> dict:
   spec = task_module(task)
   settings = [(t, i) for t in args.threads for i in args.inter_threads]
-  workers = [Worker(side, task, model, args, t, i, side if len(settings) == 1 else f"{side} {t}x{i}")
-             for side in args.sides for t, i in settings]
+  workers = []
+  for side in args.sides:
+    # The oneDNN setting applies to the TF sides only; a peer runs once whatever --onednn lists.
+    onednn_values = args.onednn if side.startswith("tf") else args.onednn[:1]
+    for t, i in settings:
+      for o in onednn_values:
+        name = side if len(settings) == 1 else f"{side} {t}x{i}"
+        name = name if len(args.onednn) == 1 or not side.startswith("tf") else f"{name} onednn-{o}"
+        workers.append(Worker(side, task, model, args, t, i, name, o))
   try:
     warm = requests[:args.warmup]
     for w in workers:  # Untimed: loading, tracing, the first call of each shape.
@@ -337,6 +348,8 @@ def main(argv=None) -> None:
   parser.add_argument("--threads", default="2", help="intra-op threads of every side; a comma-separated list "
                       "runs each side once per value (labelled '<side> <threads>x<inter_threads>')")
   parser.add_argument("--inter_threads", default="1", help="inter-op threads of every side; a list as --threads")
+  parser.add_argument("--onednn", default="on", help="TF sides: TF_ENABLE_ONEDNN_OPTS on (TensorFlow's default) "
+                      "or off (Eigen kernels); 'on,off' runs each TF side once per value")
   parser.add_argument("--smoke", action="store_true", help="16 requests, 1 round, warmup 8")
   parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
   parser.add_argument("--model", choices=MODELS, help=argparse.SUPPRESS)
@@ -357,6 +370,7 @@ def main(argv=None) -> None:
   if args.smoke:
     args.requests, args.rounds, args.warmup = 16, 1, 8
   args.sides = parse_list("--sides", args.sides, SIDES)
+  args.onednn = parse_list("--onednn", args.onednn, ("on", "off"))
   models = parse_list("--models", args.models, MODELS)
   try:  # bad files fail before any model is made
     inputs = {task: task_module(task).read_requests(args, args.requests) for task in tasks}
