@@ -12,6 +12,13 @@ rotating), so that the machine's load falls on all alike; the median per case is
                        before timing)
   model_own_length_bf16 the same under the mixed_bfloat16 policy (bfloat16 matmuls; not the same answers)
 
+and for the same pairs in batches of 32 (cut by `trim_padding` to the batch's longest pair), in turn:
+
+  batch32_padded       the model over every position of the batch, padding included (the exports until
+                       2026-11-25)
+  batch32_real_rows    the same traced under `encoder.padding_skipped`: the layers' row-wise work on the real
+                       tokens only (what the exports run now)
+
 Also printed: the op count of the tokenizer's graph (`encode_text`, nested functions included).
 
   python bench/serving_levers.py --work_dir=/tmp/bench_serving --model=minilm --requests=100
@@ -53,6 +60,7 @@ def main(argv=None) -> None:
   import transformers
 
   from bert_tf.export import serving
+  from bert_tf.model.encoder import padding_skipped
   from bert_tf.tasks.classification.classifier import BertClassifier
 
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -98,9 +106,33 @@ def main(argv=None) -> None:
       cases[name](i)
       times[name].append(time.perf_counter() - began)
   lengths = [int(f["input_mask"].numpy().sum()) for f in padded]
+
+  with padding_skipped(model):
+    real_rows = tf.function(lambda features: model(features, training=False), input_signature=[spec])
+    real_rows.get_concrete_function()  # traced inside: the flag is read while tracing
+  batches = [serving.trim_padding(loaded.encode_text(tf.constant([a for a, _ in chunk]),
+                                                     tf.constant([b for _, b in chunk])))
+             for chunk in (pairs[s:s + 32] for s in range(0, len(pairs), 32)) if len(chunk) == 32]
+  batch_cases = {"batch32_padded": plain, "batch32_real_rows": real_rows}
+  batch_times = {name: [] for name in batch_cases}
+  for batch in batches:
+    for fn in batch_cases.values():
+      fn(batch)
+  real_rows_diff = max(float(np.abs(real_rows(b).numpy() - plain(b).numpy()).max()) for b in batches)
+  for round_index in range(3):
+    for i, batch in enumerate(batches):
+      order = list(batch_cases) if (i + round_index) % 2 == 0 else list(batch_cases)[::-1]
+      for name in order:
+        began = time.perf_counter()
+        batch_cases[name](batch).numpy()
+        batch_times[name].append(time.perf_counter() - began)
+  positions = sum(int(np.prod(b["input_mask"].shape)) for b in batches)
   report = {
       "model": args.model, "requests": len(pairs), "threads": args.threads, "inter_threads": args.inter_threads,
       "median_ms": {name: 1000 * float(np.median(t)) for name, t in times.items()},
+      "batch32_pairs_per_s": {name: 32 * len(t) / float(np.sum(t)) for name, t in batch_times.items()},
+      "batch32_padding_fraction": 1 - sum(int(b["input_mask"].numpy().sum()) for b in batches) / max(positions, 1),
+      "batch32_real_rows_max_logit_difference": real_rows_diff,
       "real_tokens_median": float(np.median(lengths)),
       "padded_length_median": float(np.median([f["input_mask"].shape[1] for f in trimmed])),
       "tokenizer_ops": op_count(loaded.encode_text.get_concrete_function(

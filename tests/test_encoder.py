@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.encoder import BertEncoder, padding_skipped
 
 # Odd sizes so that a transposed or mixed-up axis cannot hide: B=3, T=7, H=12, N=3 (D=4), I=37, V=99.
 B, T = 3, 7
@@ -313,6 +313,33 @@ def test_training_skips_padded_rows_with_the_same_real_rows_and_gradients():
   np.testing.assert_allclose(tf.function(encoder.pooled_output)(inputs, training=True), pooled, atol=1e-5)
   for g, x in zip(grads, xla_grads):
     np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(x).numpy(), atol=1e-4)
+
+
+def test_inference_under_padding_skipped_runs_real_rows_with_the_padded_real_outputs():
+  """What the serving exports trace: real rows as the padded computation's, padded rows 0 (not computed), the
+  pooled output the same; a function traced inside keeps it, the flag is back off after, XLA stays padded."""
+  encoder = BertEncoder(tiny_config())
+  randomize(encoder)
+  inputs = {k: tf.constant(v) for k, v in tiny_inputs().items()}
+  real = inputs["input_mask"].numpy().astype(bool)
+  padded = encoder(inputs)
+  with padding_skipped(encoder):
+    skipped = encoder(inputs)
+    traced = tf.function(lambda x: encoder(x)["sequence_output"]).get_concrete_function(inputs)
+    pooled = encoder.pooled_output(inputs)
+    xla = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)(inputs).numpy()
+  assert encoder.skip_padding is False
+  np.testing.assert_allclose(skipped["pooled_output"], padded["pooled_output"], atol=1e-5)
+  np.testing.assert_allclose(pooled, padded["pooled_output"], atol=1e-5)
+  for out in (skipped["sequence_output"].numpy(), traced(inputs).numpy()):
+    np.testing.assert_allclose(out[real], padded["sequence_output"].numpy()[real], atol=1e-5)
+    np.testing.assert_array_equal(out[~real], 0.0)
+  assert np.abs(padded["sequence_output"].numpy()[~real]).max() > 0.1  # padded rows do get values otherwise
+  np.testing.assert_allclose(xla, padded["sequence_output"].numpy(), atol=1e-5)  # XLA needs static shapes
+  after = encoder(inputs)["sequence_output"].numpy()
+  assert np.abs(after[~real]).max() > 0.1  # off again outside the block
+  with padding_skipped(lambda x: x):  # a stand-in without an encoder runs as it is
+    pass
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

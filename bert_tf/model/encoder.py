@@ -15,6 +15,7 @@ float32; the outputs are in the compute dtype, so cast them where float32 is nee
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import keras
@@ -166,11 +167,17 @@ class BertEncoder(BertConfigModel, keras.Model):
     if dtype is not None:  # The functional constructor does not keep the policy it was given.
       self.dtype_policy = keras.dtype_policies.get(dtype)
 
+  # Whether inference calls run on the real tokens alone, as training does (see `padding_skipped`).
+  skip_padding = False
+
+  def _on_real_tokens(self, training) -> bool:
+    return bool(training or self.skip_padding) and unpadded_ok()
+
   def call(self, inputs, training=None, mask=None):
     # Keras matches a dict to the inputs by position when it has other keys; pass exactly ours.
     inputs = select_inputs(inputs, INPUT_NAMES, "BertEncoder")
-    if training and unpadded_ok():
-      keep, rows = self._train_real_tokens(inputs, self.transformer_layers)
+    if self._on_real_tokens(training):
+      keep, rows = self._real_tokens(inputs, self.transformer_layers, training)
       # Padding is put back for every layer's output; graphs that do not use an output prune its op.
       embedding_output, *encoder_outputs = [self._padded(x, keep, inputs["input_mask"]) for x in rows]
       x = encoder_outputs[-1]
@@ -179,8 +186,9 @@ class BertEncoder(BertConfigModel, keras.Model):
               "embedding_output": embedding_output}
     return super().call(inputs, training=training, mask=mask)
 
-  def _train_real_tokens(self, inputs, blocks):
-    """Training outside XLA: the embeddings and `blocks` computed for the real tokens alone.
+  def _real_tokens(self, inputs, blocks, training):
+    """Outside XLA, in training (or in inference under `padding_skipped`): the embeddings and `blocks` computed
+    for the real tokens alone.
 
     Returns `keep` = `real_token_rows(input_mask)` [R, 1] and the rows [R, H] (in `keep`'s order) of the
     embeddings (after LayerNorm and dropout) and of each block's output. The blocks hand real rows to each other
@@ -197,9 +205,9 @@ class BertEncoder(BertConfigModel, keras.Model):
 
     x = (self.word_embeddings(take("input_ids")) + self.token_type_embeddings(take("segment_ids"))
          + tf.gather(self.position_embeddings(inputs["input_ids"]), index % length))
-    rows = [self.embeddings_dropout(self.embeddings_layer_norm(x), training=True)]
+    rows = [self.embeddings_dropout(self.embeddings_layer_norm(x), training=training)]
     for block in blocks:
-      rows.append(block(rows[-1], mask, training=True, real_rows=keep))
+      rows.append(block(rows[-1], mask, training=training, real_rows=keep))
     return keep, rows
 
   def _padded(self, rows, keep, input_mask):
@@ -217,8 +225,8 @@ class BertEncoder(BertConfigModel, keras.Model):
       return self(inputs, training=training)["pooled_output"]
     mask = inputs["input_mask"]
     *layers, last = self.transformer_layers
-    if training and unpadded_ok():
-      keep, rows = self._train_real_tokens(inputs, layers)
+    if self._on_real_tokens(training):
+      keep, rows = self._real_tokens(inputs, layers, training)
       x = self._padded(rows[-1], keep, mask)
     else:
       words = self.word_embeddings(inputs["input_ids"])  # [B, T, H]
@@ -237,3 +245,28 @@ class BertEncoder(BertConfigModel, keras.Model):
     """The word-embedding variable, float32 [vocab_size, hidden_size]."""
     return self.word_embeddings.embeddings
 
+
+
+@contextlib.contextmanager
+def padding_skipped(model):
+  """Inference calls of `model`'s encoder traced inside the block run on the real tokens alone, as training does.
+
+  `model`: a `BertEncoder` or a task model holding one as `.encoder`; anything else (a stand-in) runs as it is.
+  The row-wise work of every layer (the projections, the feed-forward, LayerNorm: most of the FLOPs) then skips
+  the padded positions of a batch, where a batch of requests of mixed lengths has a third or more of its
+  positions (the attention itself still runs on [B, T]). Real positions get the padded computation's values up
+  to the order of float additions; padded positions of `sequence_output` and of every layer's output are 0
+  rather than the values the padded computation leaves there, which no task head reads. The serving exports
+  trace their text signatures inside it; their `encoded` signatures, which return every position, do not.
+  A flag read while tracing: a tf.function traced inside keeps it, one traced later does not.
+  """
+  encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
+  if not isinstance(encoder, BertEncoder):
+    yield
+    return
+  previous = encoder.skip_padding
+  encoder.skip_padding = True
+  try:
+    yield
+  finally:
+    encoder.skip_padding = previous

@@ -367,8 +367,10 @@ class TransformerBlock(keras.layers.Layer):
     the attention itself needs the [B, T] layout, for which the query/key/value rows are put into a
     zero-filled [B*T, 3H]. Padding is a third of the tokens of a dynamically padded GLUE batch and a quarter
     of a pretraining batch, and these ops hold most of the FLOPs. Real rows get the same values as in the
-    padded computation, so the loss and gradients are the same. Only for training outside XLA (data-dependent
-    shapes): inference keeps the padded computation, so that every output row matches the reference.
+    padded computation, so the loss and gradients are the same. Only outside XLA (data-dependent shapes): in
+    training, and in inference under `encoder.padding_skipped` (the serving exports' text signatures); other
+    inference keeps the padded computation, so that every output row, padded ones included, matches the
+    reference.
     """
     shape = tf.shape(input_mask)
     qkv = scatter_rows(linear(self.attention_qkv, real), keep, shape[0] * shape[1])  # [B*T, 3H]

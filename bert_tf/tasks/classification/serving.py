@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import serving
-from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
 from bert_tf.tasks.classification.classifier import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
                                                      load_classifier)
 from bert_tf.training import handoff
@@ -95,7 +95,8 @@ class _ClassifierServer(tf.Module):
 
   def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     features = serving.trim_padding(features)  # [B, L]: the pooled output does not depend on padding
-    outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
+    with padding_skipped(self._model):  # nor on the padded rows: a batch of requests skips their work
+      outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
     if self.spec.is_regression:
       return {"score": outputs}
     label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.

@@ -51,7 +51,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
-from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
 from bert_tf.tasks.ner import model as nf
 from bert_tf.tasks.ner.data import PLAIN
 from bert_tf.tasks.ner.metrics import split_tag
@@ -170,7 +170,8 @@ class NerServer(tf.Module):
     features = serving.trim_padding({"input_ids": tf.cast(input_ids, tf.int32),
                                      "input_mask": tf.cast(input_mask, tf.int32),
                                      "segment_ids": tf.zeros_like(input_ids, tf.int32)})  # [max(C, 1), L]
-    logits = self._model(features, training=False)  # [max(C, 1), L, K]
+    with padding_skipped(self._model):  # only first pieces are read: the padded rows' work is skipped
+      logits = self._model(features, training=False)  # [max(C, 1), L, K]
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [max(C, 1), L]
     position = 1 + tf.gather(left, centre_of_word) + word_start - tf.gather(lo, centre_of_word)  # [N]
     label = tf.gather_nd(predicted, tf.stack([centre_of_word, position], axis=1))  # int32 [N]

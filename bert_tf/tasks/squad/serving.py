@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from bert_tf.data import graph_tokenizer
 from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8, GraphTokenizer
-from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import model as sf
@@ -111,7 +111,8 @@ class SquadServer(tf.Module):
 
   def _logits(self, features: Mapping[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
     """float32 [W, L] start and end logits, padded positions at PAD_LOGIT (out of every top-k)."""
-    outputs = self._model(dict(features), training=False)
+    with padding_skipped(self._model):  # padded positions' logits are replaced below: skip their work
+      outputs = self._model(dict(features), training=False)
     real = features["input_mask"] > 0
     pad = tf.constant(sf.PAD_LOGIT, tf.float32)
     return (tf.where(real, tf.cast(outputs["start_logits"], tf.float32), pad),

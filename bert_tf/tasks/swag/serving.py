@@ -28,6 +28,7 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
+from bert_tf.model.encoder import padding_skipped
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import model as sf
 from bert_tf.tasks.classification.classifier import encode_graph
@@ -84,7 +85,8 @@ class SwagServer(tf.Module):
     features = {name: tf.transpose(tf.reshape(value, [swag.NUM_CHOICES, -1, self._max_seq_length]), [1, 0, 2])
                 for name, value in encoded.items()}  # [B, 4, T]
     features = serving.trim_padding(features)  # [B, 4, L]
-    logits = tf.cast(self._model(features, training=False), tf.float32)  # [B, 4]
+    with padding_skipped(self._model):  # pooled outputs only: the padded rows' work is skipped
+      logits = tf.cast(self._model(features, training=False), tf.float32)  # [B, 4]
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
             "ending": tf.gather(tf.stack(endings, axis=1), label_id, batch_dims=1)}
