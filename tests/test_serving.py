@@ -403,6 +403,23 @@ def test_a_batch_1_request_runs_at_its_own_length_with_the_padded_outputs(export
 # -- Malformed requests: errors or truncation, never a crash --------------------------------------------------
 
 
+def test_the_signatures_run_the_layers_on_real_tokens_only(exported):
+  """Traced under `encoder.padding_skipped`: the graph puts the real rows back with `scatter_rows`
+  (TensorScatterUpdate), which the padded computation has no use for; a mixed batch gives the Keras outputs."""
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  saved = saved_model_pb2.SavedModel()
+  with open(os.path.join(exported["nli"][2], "saved_model.pb"), "rb") as f:
+    saved.ParseFromString(f.read())
+  ops = {node.op for function in saved.meta_graphs[0].graph_def.library.function for node in function.node_def}
+  assert "TensorScatterUpdate" in ops
+  texts = [("the dog sat on the mat by the door", "a cat"), ("x", "y"), ("the dog", "")]
+  got = tf.saved_model.load(exported["nli"][2]).signatures["serving_default"](
+      sentence1=tf.constant([a for a, _ in texts]), sentence2=tf.constant([b for _, b in texts]))
+  np.testing.assert_allclose(got["probabilities"].numpy(), softmax(_keras_outputs(exported, "nli", texts)),
+                             atol=1e-6, rtol=0)
+
+
 @pytest.fixture(scope="module")
 def loaded_nli(exported):
   import tensorflow_text  # noqa: F401
