@@ -776,3 +776,16 @@ def test_warmup_file_is_the_same_bytes_whatever_order_the_inputs_come_in(tmp_pat
     assert serving.write_warmup_requests(path, "pairs", order) == 3
   forward, backward = (open(path, "rb").read() for path in paths)
   assert forward == backward
+
+
+def test_a_new_version_of_another_kind_of_task_is_refused(exported):
+  """The sts regression model (single sentences) as the next version of "nli" (pair classification) would change
+  what TF Serving answers under that name: refused before anything is written (a new version of the same kind:
+  test_a_mixed_precision_model_exports_as_float32_next_version)."""
+  model, spec, _ = exported["sts"]
+  before = sorted(os.listdir(os.path.join(exported["export_dir"], "nli")))
+  with pytest.raises(ValueError, match=r"nli/\d+ was exported as task_kind 'classification', is_pair True \(task "
+                                       r"'nli'\); version \d+ would be task_kind 'regression', is_pair False \(task "
+                                       r"'sts'\), and TF Serving would answer clients of 'nli' with it"):
+    classifier_serving.export_classifier(model, spec, exported["vocab"], exported["export_dir"], "nli")
+  assert sorted(os.listdir(os.path.join(exported["export_dir"], "nli"))) == before

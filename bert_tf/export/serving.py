@@ -455,10 +455,34 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
       logging.warning("removed %s, left by an interrupted export", path)
     if version is None:
       version = next_version(model_dir)
+    _check_same_kind_as_before(model_dir, model_name, version, manifest)
     final = os.path.join(model_dir, str(version))
     _write_new_dir(build, final)
   logging.info("exported %s version %d to %s", model_name, version, final)
   return final
+
+
+def _check_same_kind_as_before(model_dir: str, model_name: str, version: int, manifest: Mapping[str, Any]) -> None:
+  """ValueError when the newest version below `version` was exported here as another kind of task (or another
+  pair/single input): TF Serving would serve the new version under the same name, and every client of
+  `model_name` would get other inputs and outputs. Versions without a manifest (not written here) pass."""
+  below = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(model_dir) if n.rstrip("/").isdigit()]
+  below = [v for v in below if v < version]
+  if not below:
+    return
+  previous = os.path.join(model_dir, str(max(below)))
+  try:
+    before = read_manifest(previous)
+  except (OSError, ValueError, tf.errors.NotFoundError):
+    return
+  keys = ("task_kind", "is_pair")
+  if any(before.get(k) != manifest.get(k) for k in keys):
+    def describe(m):
+      return ", ".join(f"{k} {m.get(k)!r}" for k in keys if k in m) + f" (task {m.get('task')!r})"
+
+    raise ValueError(f"{previous} was exported as {describe(before)}; version {version} would be "
+                     f"{describe(manifest)}, and TF Serving would answer clients of {model_name!r} with it. Give "
+                     "another --model_name (or remove the old versions)")
 
 
 def read_manifest(saved_model_dir: str) -> dict[str, Any]:
