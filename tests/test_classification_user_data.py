@@ -139,6 +139,18 @@ def test_every_bad_input_names_file_line_and_column(tmp_path):
   assert e(tmp_path, "n.jsonl", None).startswith("n.jsonl:2: a JSON list, not an object")
   (tmp_path / "o.csv").write_text("")
   assert e(tmp_path, "o.csv", None).startswith("o.csv:1: the file is empty")
+  # A quote left open on the last row swallows the rest of the file (Python's reader takes it as one field).
+  (tmp_path / "p.csv").write_text('sentence1,label\n"good movie",p\n"bad movie,q\n')
+  assert e(tmp_path, "p.csv", None) == (
+      "p.csv:3: a quote (\") opened in this row is never closed; close it, or double each quote inside a quoted "
+      "field (\"\"); repair or delete that row")
+
+
+def test_a_quote_inside_an_unquoted_field_is_text_even_on_the_last_row(tmp_path):
+  path = tmp_path / "q.csv"
+  path.write_text('sentence1,label\n"a ""big"" one",p\nthe 5" screen,q\n')
+  _, inputs = read(tmp_path, train_file=str(path))
+  assert [(e.text_a, e.label) for e in inputs["train"].examples] == [('a "big" one', "p"), ('the 5" screen', "q")]
 
 
 def test_flags_are_checked_before_any_file_is_read(tmp_path):

@@ -122,11 +122,20 @@ def decoded_lines(path: str, advice: str) -> Iterator[str]:
 def csv_records(path: str, advice: str, repair: str, delimiter: str = ",",
                 quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, int, list[str]]]:
   """Yields (first line, last line, fields) per record of a CSV (or, by `delimiter`, TSV) file, 1-based line
-  numbers (a quoted field may span lines); blank lines are skipped. A malformed record raises ValueError naming
-  path:line and `repair`, what to do; bytes that are not UTF-8, naming path:line and `advice`."""
-  reader = csv.reader(decoded_lines(path, advice), delimiter=delimiter, quoting=quoting)
+  numbers (a quoted field may span lines); blank lines are skipped. A malformed record (or one whose quote is
+  never closed) raises ValueError naming path:line and `repair`, what to do; bytes that are not UTF-8, naming
+  path:line and `advice`."""
+  consumed: list[str] = []  # the lines the reader took for the record being read
+
+  def lines():
+    for line in decoded_lines(path, advice):
+      consumed.append(line)
+      yield line
+
+  reader = csv.reader(lines(), delimiter=delimiter, quoting=quoting)
   while True:
     first = reader.line_num + 1
+    consumed.clear()
     try:
       row = next(reader)
     except StopIteration:
@@ -134,8 +143,22 @@ def csv_records(path: str, advice: str, repair: str, delimiter: str = ",",
     except csv.Error as e:
       raise ValueError(f"{path}:{first}: not a {'TSV' if delimiter == chr(9) else 'CSV'} row ({e}); "
                        f"{repair}") from None
+    # A quote opened and never closed takes the rest of the file into one field, which Python's reader accepts
+    # at the end of the file; its strict mode says so (a quote inside an unquoted field, `5" screen`, is text).
+    if quoting != csv.QUOTE_NONE and sum(line.count('"') for line in consumed) % 2 and _quote_left_open(
+        consumed, delimiter):
+      raise ValueError(f"{path}:{first}: a quote (\") opened in this row is never closed; close it, or double "
+                       f"each quote inside a quoted field (\"\"); {repair}")
     if row:
       yield first, reader.line_num, row
+
+
+def _quote_left_open(lines: list[str], delimiter: str) -> bool:
+  try:
+    list(csv.reader(lines, delimiter=delimiter, strict=True))
+  except csv.Error as e:
+    return "unexpected end of data" in str(e)
+  return False
 
 
 def iter_lines_with_size(path: str) -> Iterator[tuple[int, str, int]]:
