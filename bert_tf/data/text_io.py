@@ -17,7 +17,7 @@ import glob
 import gzip
 import io
 import os
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from bert_tf import fileio
 
@@ -252,15 +252,21 @@ def read_table(path: str, fmt: str, repair: str = REPAIR, empty: str = "it needs
 def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
   """(line, object) per non-blank line of a JSON lines file; ValueError naming path:line for one that is not
   a JSON object."""
-  for number, text in enumerate(decoded_lines(path, UTF8_ADVICE), start=1):
+  return json_objects(decoded_lines(path, UTF8_ADVICE), path, '{"sentence1": "...", "label": "..."}')
+
+
+def json_objects(lines: Iterable[str], path: str, example: str) -> Iterator[tuple[int, dict[str, Any]]]:
+  """(line, object) per non-blank line of JSON lines text (`lines`, 1-based numbers); ValueError naming
+  path:line for a line that is not JSON or not an object, with `example`, a line of the kind expected."""
+  for number, text in enumerate(lines, start=1):
     if not text.strip():
       continue
     try:
       value = json.loads(text)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one object "
-                       "a line") from None
+                       f"a line, e.g. {example}") from None
     if not isinstance(value, dict):
       raise ValueError(f"{path}:{number}: a JSON {type(value).__name__}, not an object; JSON lines hold one "
-                       'object a line, e.g. {"sentence1": "...", "label": "..."}')
+                       f"object a line, e.g. {example}")
     yield number, value

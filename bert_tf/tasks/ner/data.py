@@ -53,12 +53,12 @@ Pure Python (no TensorFlow).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from typing import Iterator, Sequence
 
 from bert_tf import fileio
+from bert_tf.data import text_io
 from bert_tf.tasks.ner.metrics import OUTSIDE, entities, split_tag
 
 SCHEMES = ("IOB1", "IOB2", "BIOES")
@@ -229,17 +229,8 @@ def parse_json_lines(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
   ignored) -> its sentences, one document (`parse_conll`'s result; `num_columns` 2: a word and its tag)."""
   _check_scheme_name(scheme)
   sentences: list[NerSentence] = []
-  for number, line in enumerate(_decode(data, path).split("\n"), 1):
-    if not line.strip():
-      continue
-    try:
-      record = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one sentence "
-                       'a line, e.g. {"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}') from None
-    if not isinstance(record, dict):
-      raise ValueError(f"{path}:{number}: a JSON {type(record).__name__}, not an object with \"tokens\" and "
-                       '"tags"')
+  lines = _decode(data, path).split("\n")
+  for number, record in text_io.json_objects(lines, path, '{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}'):
     for key in ("tokens", "tags"):
       value = record.get(key)
       if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
