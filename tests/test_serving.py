@@ -72,11 +72,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
   return e / e.sum(axis=-1, keepdims=True)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def export_classifiers(root) -> dict:
   """A pair classifier (3 labels, lower-casing) exported directly, and a single-sentence regression model
-  (cased) saved with save_classifier and exported from that folder."""
-  root = tmp_path_factory.mktemp("serving")
+  (cased) saved with save_classifier and exported from that folder, all under `root`. Built once per session
+  (conftest's `classifier_exports`): test_predict and test_tf_serving_path serve the same pair classifier."""
   vocab = write_vocab(root)
   export_dir = str(root / "export")
   pair_spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
@@ -89,6 +88,11 @@ def exported(tmp_path_factory):
                                             warmup_texts=[("A dog.", None), ("Cats run!", None)])
   return {"root": root, "vocab": vocab, "export_dir": export_dir,
           "nli": (pair_model, pair_spec, pair_dir), "sts": (score_model, score_spec, score_dir)}
+
+
+@pytest.fixture(scope="module")
+def exported(classifier_exports):
+  return classifier_exports
 
 
 def _keras_outputs(exported, name, texts) -> np.ndarray:
