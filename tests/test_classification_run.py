@@ -1,9 +1,10 @@
 """bert_tf.tasks.classification.run and scripts/run_classifier.py: fine-tune a tiny encoder on GLUE-format fixtures,
 evaluate, predict in the submission format, reuse features, select among learning rates, reload for eval."""
 
+import concurrent.futures
 import csv
-import json
 import dataclasses
+import json
 import os
 import random
 import shutil
@@ -180,10 +181,14 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
             f"--init_checkpoint={directory}", "--max_seq_length=21", "--train_batch_size=4",
             "--distribution_strategy=one_device", f"--features_dir={tmp_path / 'features'}"]
   # With evaluation while training: every step of 3, the best kept, stopping after 1 evaluation without a
-  # better F1 (MRPC's headline metric).
-  done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1", "--eval_every_steps=1",
-                                 "--keep_best_checkpoint", "--early_stopping_patience=1",
-                                 f"--output_dir={tmp_path / 'out'}"])
+  # better F1 (MRPC's headline metric). Beside it (two cores), a run on a missing --data_dir.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    refused = pool.submit(th.run_python, common + ["--do_train", f"--output_dir={tmp_path / 'bad'}",
+                                                   "--data_dir=/nonexistent"])
+    done = th.run_python(common + ["--do_train", "--do_eval", "--num_train_epochs=1", "--eval_every_steps=1",
+                                   "--keep_best_checkpoint", "--early_stopping_patience=1",
+                                   f"--output_dir={tmp_path / 'out'}"])
+    bad = refused.result()
   assert done.returncode == 0, done.stderr[-3000:]
   results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
   assert results["eval_examples"] == 5
@@ -200,7 +205,6 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   assert _arrays(str(tmp_path / "out" / "classifier" / "model")) == best
   last = _arrays(str(tmp_path / "out" / "checkpoints" / "ckpt-2"))
   assert len(last) == len(best) > 10 and last != best
-  bad = th.run_python(common + ["--do_train", f"--output_dir={tmp_path / 'bad'}", "--data_dir=/nonexistent"])
   assert bad.returncode == 1
   assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr
   assert not os.path.exists(tmp_path / "bad" / "eval_results.json")
@@ -308,25 +312,31 @@ def _one_error_line(result) -> str:
 
 def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrained):
   directory, _, bert_config = pretrained
-  shutil.copytree(directory, tmp_path / "model")
-  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
-  small_vocab = tmp_path / "vocab.txt"
-  small_vocab.write_text("\n".join(TOKENS[:9]) + "\n")
+  # Three runs that need nothing of each other, each in its own copy of the folder, two at a time (two cores).
+  folders = {}
+  for name in ("columns", "vocab", "wide"):
+    folders[name] = tmp_path / name
+    shutil.copytree(directory, folders[name] / "model")
+    write_mrpc(folders[name] / "MRPC", sizes=(13, 5, 7))
+  _break(str(folders["columns"] / "MRPC"), "dev", "columns")  # found before training, not after it
+  (folders["vocab"] / "vocab.txt").write_text("\n".join(TOKENS[:9]) + "\n")
+  dataclasses.replace(bert_config, hidden_size=21).to_json_file(str(folders["wide"] / "wide.json"))
   common = ("--vocab_file=model/vocab.txt", "--init_checkpoint=model")
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    columns, vocab, wide = pool.map(lambda run: _run_script(*run), [
+        (folders["columns"], *common), (folders["vocab"], "--vocab_file=vocab.txt", "--init_checkpoint=model"),
+        (folders["wide"], *common, "--bert_config_file=wide.json")])
 
-  _break(str(tmp_path / "MRPC"), "dev", "columns")  # found before training, not after it
-  line = _one_error_line(_run_script(tmp_path, *common))
+  line = _one_error_line(columns)
   assert line.startswith("error: MRPC/dev.tsv:3: 6 tab-separated fields, expected 5"), line
-  assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
-  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  assert not (folders["columns"] / "out" / "checkpoints").exists() and not (folders["columns"] / "features").exists()
 
-  line = _one_error_line(_run_script(tmp_path, "--vocab_file=vocab.txt", "--init_checkpoint=model"))
+  line = _one_error_line(vocab)
   assert line == ("error: --vocab_file=vocab.txt has 9 tokens but model/bert_config.json says vocab_size=17: it "
                   "is probably not the vocabulary the model was pretrained with; pass --vocab_file=model/vocab.txt "
                   "(beside bert_config.json)"), line
 
-  dataclasses.replace(bert_config, hidden_size=21).to_json_file(str(tmp_path / "wide.json"))
-  line = _one_error_line(_run_script(tmp_path, *common, "--bert_config_file=wide.json"))
+  line = _one_error_line(wide)
   assert line == ("error: model/encoder_checkpoint/encoder: does not match this encoder's bert_config.json "
                   "(wide.json): word_embeddings/embeddings: the checkpoint has [17, 18], the model needs "
                   "[17, 21]; pass the bert_config.json the checkpoint was trained with (probably "

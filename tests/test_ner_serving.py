@@ -203,13 +203,19 @@ print(json.dumps({"outputs": {k: v.numpy().tolist() for k, v in out.items()}, "b
 """
 
 
+def export_ner_model(directory, vocab_file: str) -> dict:
+  """`_model()` saved as run_ner.py saves it into `directory`, and its export. Built once per session (conftest's
+  `ner_export`)."""
+  model_dir = str(directory / "ner_model")
+  ner_run.save_model(_model(), _settings(), vocab_file, model_dir)
+  return {"directory": directory, "model_dir": model_dir,
+          "path": ner_serving.export_ner(model_dir, str(directory / "export"))}
+
+
 @pytest.mark.slow  # an export and a fresh process that loads it: about 30 s
-def test_export_serves_in_a_fresh_process(bert_uncased_vocab_file, tmp_path):
-  model = _model()
-  model_dir = str(tmp_path / "ner_model")
-  ner_run.save_model(model, _settings(), bert_uncased_vocab_file, model_dir)
-  path = ner_serving.export_ner(model_dir, str(tmp_path / "export"))
-  assert path == str(tmp_path / "export" / "ner" / "1")
+def test_export_serves_in_a_fresh_process(bert_uncased_vocab_file, ner_export):
+  model_dir, path = ner_export["model_dir"], ner_export["path"]
+  assert path == str(ner_export["directory"] / "export" / "ner" / "1")
   manifest = serving.read_manifest(path)
   assert (manifest["task"], manifest["task_kind"], manifest["labels"]) == ("ner", "ner", list(LABELS))
   assert manifest["signatures"]["serving_default"]["inputs"] == {"text": {"dtype": "string", "shape": [-1]}}

@@ -25,9 +25,7 @@ from tensorflow_serving.apis import predict_pb2
 
 import training_helpers as th
 from bert_tf.export import requests
-from bert_tf.tasks.classification import serving as classifier_serving
-from bert_tf.tasks.classification.classifier import ClassifierSpec
-from test_serving import LABELS, T, export_words, tiny_classifier, write_vocab
+from test_serving import LABELS, export_words
 
 SCRIPT = "scripts/predict.py"
 PAIRS = [{"sentence1": "The dog sat on the mat.", "sentence2": "A cat is running."},
@@ -36,17 +34,14 @@ PAIRS = [{"sentence1": "The dog sat on the mat.", "sentence2": "A cat is running
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-  """A tiny pair classifier exported as <root>/export/nli/1; its loaded serving signature."""
+def export(classifier_exports):
+  """test_serving's tiny pair classifier, exported as <root>/export/nli/1 (once per session); its loaded serving
+  signature."""
   import tensorflow_text  # noqa: F401
 
-  root = tmp_path_factory.mktemp("predict")
-  vocab = write_vocab(root)
-  spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
-  version_dir = classifier_serving.export_classifier(tiny_classifier(len(LABELS)), spec, vocab, str(root / "export"), "nli",
-                                          warmup_texts=[("a dog", "a cat")])
+  version_dir = classifier_exports["nli"][2]
   signature = tf.saved_model.load(version_dir).signatures["serving_default"]
-  return {"root": root, "model_dir": os.path.dirname(version_dir), "version_dir": version_dir,
+  return {"root": classifier_exports["root"], "model_dir": os.path.dirname(version_dir), "version_dir": version_dir,
           "signature": signature}
 
 

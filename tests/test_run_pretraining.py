@@ -2,6 +2,7 @@
 rerun of the same command resumes to the very weights of an uninterrupted run."""
 
 import concurrent.futures
+import functools
 import os
 import signal
 import subprocess
@@ -215,50 +216,84 @@ def test_a_full_disk_stops_with_one_line_keeps_the_previous_checkpoint_and_the_r
   _assert_same_weights(root, "diskfull")
 
 
-def test_a_second_run_on_a_locked_output_dir_is_refused_naming_the_holder(tmp_path):
+def _locked_output_dir(directory):
+  """A run on busy/, whose lock names this live test process: it must be refused."""
   import json
   import socket
 
   from bert_tf.training import run_lock
 
-  th.write_records(tmp_path / "data", num_files=1, per_file=2)
-  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
-  os.makedirs(tmp_path / "busy")
+  th.write_records(directory / "data", num_files=1, per_file=2)
+  th.tiny_bert_config().to_json_file(str(directory / "bert_config.json"))
+  os.makedirs(directory / "busy")
   holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": "2026-11-23T10:00:00",
             "process_start": run_lock._process_start(os.getpid()), "heartbeat": 0}  # this live test process
-  (tmp_path / "busy" / ".lock").write_text(json.dumps(holder))
-  result = subprocess.run([sys.executable, SCRIPT, *_flags("busy")], cwd=tmp_path, env=th.python_env(),
-                          capture_output=True, text=True, timeout=200)
-  assert result.returncode == 1, result.stderr[-2000:]
-  assert (f"error: {tmp_path / 'busy'} is in use by another run (host {socket.gethostname()}, pid {os.getpid()}, "
-          "started 2026-11-23T10:00:00)") in result.stderr, result.stderr[-2000:]
-  assert os.listdir(tmp_path / "busy") == [".lock"]  # nothing written, the holder's lock untouched
+  (directory / "busy" / ".lock").write_text(json.dumps(holder))
+  return lambda: subprocess.run([sys.executable, SCRIPT, *_flags("busy")], cwd=directory, env=th.python_env(),
+                                capture_output=True, text=True, timeout=200)
 
 
-def test_bad_flags_exit_1_with_a_message_naming_the_flag(tmp_path):
-  data = th.write_records(tmp_path / "data", num_files=1, per_file=2)
-  config = str(tmp_path / "bert_config.json")
+def _bad_flags(directory):
+  data = th.write_records(directory / "data", num_files=1, per_file=2)
+  config = str(directory / "bert_config.json")
   th.tiny_bert_config().to_json_file(config)
-  flags = [f"--input_file={data}", f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
+  flags = [f"--input_file={data}", f"--output_dir={directory / 'out'}", f"--bert_config_file={config}",
            "--max_seq_length=12", f"--max_predictions_per_seq={th.P}"]
-  result = th.run_python([SCRIPT, *flags])
+  return lambda: th.run_python([SCRIPT, *flags])
+
+
+# max_position_embeddings per case: below the flag's length, below the records', enough but no --dynamic_masking.
+POSITIONS = {"flag": th.T + 3, "records": th.T - 1, "whole_word_mask": th.T + 3}
+LENGTH_CASES = tuple(POSITIONS)
+
+
+def _too_long(directory, case):
+  data = th.write_records(directory / "data", num_files=1, per_file=2)  # records of length T = 13
+  config = str(directory / "bert_config.json")
+  bert_config = th.tiny_bert_config()
+  bert_config.max_position_embeddings = POSITIONS[case]
+  bert_config.to_json_file(config)
+  flags = [f"--input_file={data}", f"--output_dir={directory / 'out'}", f"--bert_config_file={config}",
+           f"--max_predictions_per_seq={th.P}", "--distribution_strategy=one_device"]
+  flags += {"flag": [f"--max_seq_length={th.T + 4}"], "records": [f"--max_seq_length={th.T - 1}"],
+            "whole_word_mask": [f"--max_seq_length={th.T}", "--do_whole_word_mask"]}[case]
+  return lambda: th.run_python([SCRIPT, *flags])
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+  """{case: (its folder, the finished run)} for the runs that must stop before writing anything, each prepared in
+  its own folder and run two at a time: each is a TensorFlow start-up that needs nothing of the others."""
+  runs = {}
+  for case, prepare in {"locked": _locked_output_dir, "bad_flags": _bad_flags,
+                        **{case: functools.partial(_too_long, case=case) for case in LENGTH_CASES}}.items():
+    directory = tmp_path_factory.mktemp(case)
+    runs[case] = (directory, prepare(directory))
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    started = {case: pool.submit(run) for case, (_, run) in runs.items()}
+    return {case: (runs[case][0], started[case].result()) for case in runs}
+
+
+def test_a_second_run_on_a_locked_output_dir_is_refused_naming_the_holder(refused):
+  import socket
+
+  directory, result = refused["locked"]
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert (f"error: {directory / 'busy'} is in use by another run (host {socket.gethostname()}, pid {os.getpid()}, "
+          "started 2026-11-23T10:00:00)") in result.stderr, result.stderr[-2000:]
+  assert os.listdir(directory / "busy") == [".lock"]  # nothing written, the holder's lock untouched
+
+
+def test_bad_flags_exit_1_with_a_message_naming_the_flag(refused):
+  _, result = refused["bad_flags"]
   assert result.returncode == 1
   assert "error:" in result.stderr and "--max_seq_length=13" in result.stderr, result.stderr[-2000:]
 
 
-@pytest.mark.parametrize("case", ["flag", "records", "whole_word_mask"])
-def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit_1(tmp_path, case):
-  data = th.write_records(tmp_path / "data", num_files=1, per_file=2)  # records of length T = 13
-  config = str(tmp_path / "bert_config.json")
-  positions = {"flag": th.T + 3, "records": th.T - 1, "whole_word_mask": th.T + 3}[case]
-  bert_config = th.tiny_bert_config()
-  bert_config.max_position_embeddings = positions
-  bert_config.to_json_file(config)
-  flags = [f"--input_file={data}", f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config}",
-           f"--max_predictions_per_seq={th.P}", "--distribution_strategy=one_device"]
-  flags += {"flag": [f"--max_seq_length={th.T + 4}"], "records": [f"--max_seq_length={th.T - 1}"],
-            "whole_word_mask": [f"--max_seq_length={th.T}", "--do_whole_word_mask"]}[case]
-  result = th.run_python([SCRIPT, *flags])
+@pytest.mark.parametrize("case", LENGTH_CASES)
+def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit_1(refused, case):
+  directory, result = refused[case]
+  config, positions = str(directory / "bert_config.json"), POSITIONS[case]
   assert result.returncode == 1, result.stderr[-2000:]
   expected = {
       "flag": f"error: --max_seq_length={th.T + 4} exceeds max_position_embeddings={positions} in {config}: ",
@@ -266,4 +301,4 @@ def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit
                  f"{config}: ",
       "whole_word_mask": "error: --do_whole_word_mask needs --dynamic_masking: "}[case]
   assert expected in result.stderr, result.stderr[-2000:]
-  assert not os.path.exists(tmp_path / "out")  # failed before anything was written
+  assert not os.path.exists(directory / "out")  # failed before anything was written

@@ -103,13 +103,27 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
   assert not (workdir / "out2" / "eval_results.json").exists()
 
 
-def test_bad_predict_file_stops_before_training_with_one_line(workdir):
+@pytest.fixture(scope="module")
+def refused(workdir):
+  """The runs that must stop with one line, side by side (two cores; each is a TensorFlow start-up that needs
+  nothing of the other): {"bad_file": a run on a predict file with an answer outside its context,
+  "casing": prediction with --do_lower_case=False from the model of the first test (None without it)}."""
   bad = build_fixture(True)
-  qa = bad["data"][0]["paragraphs"][0]["qas"][3]
-  qa["answers"][0]["answer_start"] = len(_CONTEXTS[0])
+  bad["data"][0]["paragraphs"][0]["qas"][3]["answers"][0]["answer_start"] = len(_CONTEXTS[0])
   write_json(workdir / "bad.json", bad)
-  result = _run(workdir, "--do_train", "--do_predict", "--train_file=train.json", "--predict_file=bad.json",
-                "--init_checkpoint=model", "--output_dir=bad_out", "--features_dir=bad_features")
+  runs = {"bad_file": ("--do_train", "--do_predict", "--train_file=train.json", "--predict_file=bad.json",
+                       "--init_checkpoint=model", "--output_dir=bad_out", "--features_dir=bad_features")}
+  if (workdir / "out" / "squad_model" / "squad.json").exists():
+    runs["casing"] = ("--do_predict", "--init_checkpoint=out/squad_model", "--output_dir=out_cased",
+                      "--do_lower_case=False")
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    started = {name: pool.submit(_run, workdir, *args) for name, args in runs.items()}
+    return {"casing": None} | {name: run.result() for name, run in started.items()}
+
+
+def test_bad_predict_file_stops_before_training_with_one_line(workdir, refused):
+  qa = build_fixture(True)["data"][0]["paragraphs"][0]["qas"][3]
+  result = refused["bad_file"]
   assert result.returncode == 1, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -200,11 +214,10 @@ def _export_again_and_ask(workdir):
   return again, asked
 
 
-def test_predicting_with_another_casing_than_the_model_is_refused(workdir):
-  if not (workdir / "out" / "squad_model" / "squad.json").exists():
+def test_predicting_with_another_casing_than_the_model_is_refused(workdir, refused):
+  result = refused["casing"]
+  if result is None:
     pytest.skip("needs the trained model of test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold")
-  result = _run(workdir, "--do_predict", "--init_checkpoint=out/squad_model", "--output_dir=out_cased",
-                "--do_lower_case=False")
   assert result.returncode == 1, result.stderr[-3000:]
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
   assert errors == ["error: --do_lower_case=False but the model was trained with --do_lower_case=True "

@@ -8,6 +8,7 @@ outputs must equal the Keras model's on the training-time encoding of the same t
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -72,11 +73,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
   return e / e.sum(axis=-1, keepdims=True)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def export_classifiers(root) -> dict:
   """A pair classifier (3 labels, lower-casing) exported directly, and a single-sentence regression model
-  (cased) saved with save_classifier and exported from that folder."""
-  root = tmp_path_factory.mktemp("serving")
+  (cased) saved with save_classifier and exported from that folder, all under `root`. Built once per session
+  (conftest's `classifier_exports`): test_predict and test_tf_serving_path serve the same pair classifier."""
   vocab = write_vocab(root)
   export_dir = str(root / "export")
   pair_spec = ClassifierSpec("nli", LABELS, is_pair=True, max_seq_length=T, do_lower_case=True)
@@ -89,6 +89,11 @@ def exported(tmp_path_factory):
                                             warmup_texts=[("A dog.", None), ("Cats run!", None)])
   return {"root": root, "vocab": vocab, "export_dir": export_dir,
           "nli": (pair_model, pair_spec, pair_dir), "sts": (score_model, score_spec, score_dir)}
+
+
+@pytest.fixture(scope="module")
+def exported(classifier_exports):
+  return classifier_exports
 
 
 def _keras_outputs(exported, name, texts) -> np.ndarray:
@@ -496,7 +501,7 @@ def test_encoded_signature_accepts_any_length_up_to_max_position_embeddings(load
 # -- saved_model_cli ------------------------------------------------------------------------------------------
 
 
-def _saved_model_cli(args, with_tf_text: bool = False, tmp_path=None) -> subprocess.CompletedProcess:
+def _saved_model_cli(args, with_tf_text: bool = False, cwd=None) -> subprocess.CompletedProcess:
   """TensorFlow's saved_model_cli (the venv's console script), or the same `main` after importing
   tensorflow_text (serving.SAVED_MODEL_CLI_WITH_TF_TEXT)."""
   script = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -508,12 +513,38 @@ def _saved_model_cli(args, with_tf_text: bool = False, tmp_path=None) -> subproc
     command = [sys.executable, "-I", "-m", "tensorflow.python.tools.saved_model_cli", *args]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
   return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300,
-                        cwd=str(tmp_path) if tmp_path else None)
+                        cwd=str(cwd) if cwd else None)
+
+
+CLI_TEXTS = [("The dog sat.", "a b"), ("", "Fox!")]
+CLI_SIGNATURES = ("serving_default", "encoded")
+
+
+@pytest.fixture(scope="module")
+def saved_model_cli(exported, tmp_path_factory) -> dict:
+  """saved_model_cli's runs on the pair classifier's export, two at a time (each a TensorFlow start-up that needs
+  nothing of the others): `show --all`; `run` of the encoded signature without tensorflow_text; `run` of each
+  signature on CLI_TEXTS with tensorflow_text imported, its outputs under <folder>/out. {name: (folder, result)}."""
+  features = keras_features(exported["vocab"], exported["nli"][1], CLI_TEXTS)
+  exprs = {"serving_default": f"sentence1={[a for a, _ in CLI_TEXTS]!r};sentence2={[b for _, b in CLI_TEXTS]!r}",
+           "encoded": ";".join(f"{name}={features[name].tolist()!r}" for name in INPUT_NAMES)}
+  runs = {"show": (["show", "--dir", exported["nli"][2], "--all"], False),
+          "without_tf_text": (["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def", "encoded",
+                               "--input_exprs", "input_ids=[[2,7,3]];input_mask=[[1,1,1]];segment_ids=[[0,0,0]]"],
+                              False)}
+  folders = {name: tmp_path_factory.mktemp(name) for name in (*runs, *CLI_SIGNATURES)}
+  for signature in CLI_SIGNATURES:
+    runs[signature] = (["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def", signature,
+                        "--input_exprs", exprs[signature], "--outdir", str(folders[signature] / "out")], True)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    started = {name: pool.submit(_saved_model_cli, args, with_tf_text, folders[name])
+               for name, (args, with_tf_text) in runs.items()}
+    return {name: (folders[name], run.result()) for name, run in started.items()}
 
 
 @pytest.mark.slow
-def test_saved_model_cli_show_lists_both_signatures(exported):
-  result = _saved_model_cli(["show", "--dir", exported["nli"][2], "--all"])
+def test_saved_model_cli_show_lists_both_signatures(saved_model_cli):
+  _, result = saved_model_cli["show"]
   assert result.returncode == 0, result.stderr[-3000:]
   out = result.stdout
   for needle in ("signature_def['serving_default']", "signature_def['encoded']", "inputs['sentence1']",
@@ -524,33 +555,23 @@ def test_saved_model_cli_show_lists_both_signatures(exported):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_run_needs_tensorflow_text_even_for_the_encoded_signature(exported):
-  args = ["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def", "encoded",
-          "--input_exprs", "input_ids=[[2,7,3]];input_mask=[[1,1,1]];segment_ids=[[0,0,0]]"]
-  result = _saved_model_cli(args)
+def test_saved_model_cli_run_needs_tensorflow_text_even_for_the_encoded_signature(saved_model_cli):
+  _, result = saved_model_cli["without_tf_text"]
   assert result.returncode != 0
   assert "Op type not registered 'RegexSplitWithOffsets'" in result.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signature", ["serving_default", "encoded"])
-def test_saved_model_cli_runs_with_tensorflow_text_imported(exported, tmp_path, signature):
+@pytest.mark.parametrize("signature", CLI_SIGNATURES)
+def test_saved_model_cli_runs_with_tensorflow_text_imported(exported, saved_model_cli, signature):
   """saved_model_cli runs the graph in a TF1 Session with the checkpoint's restore op - TF Serving's way of
   loading - so this also checks that every variable the signatures read is restored that way."""
-  texts = [("The dog sat.", "a b"), ("", "Fox!")]
-  features = keras_features(exported["vocab"], exported["nli"][1], texts)
-  if signature == "serving_default":
-    exprs = f"sentence1={[a for a, _ in texts]!r};sentence2={[b for _, b in texts]!r}"
-  else:
-    exprs = ";".join(f"{name}={features[name].tolist()!r}" for name in INPUT_NAMES)
-  outdir = tmp_path / "out"
-  result = _saved_model_cli(["run", "--dir", exported["nli"][2], "--tag_set", "serve", "--signature_def",
-                             signature, "--input_exprs", exprs, "--outdir", str(outdir)], with_tf_text=True,
-                            tmp_path=tmp_path)
+  folder, result = saved_model_cli[signature]
   assert result.returncode == 0, result.stderr[-3000:]
+  features = keras_features(exported["vocab"], exported["nli"][1], CLI_TEXTS)
   expected = softmax(exported["nli"][0](features, training=False).numpy())
-  np.testing.assert_allclose(np.load(outdir / "probabilities.npy"), expected, atol=1e-5, rtol=0)
-  assert np.load(outdir / "label_id.npy").tolist() == expected.argmax(axis=-1).tolist()
+  np.testing.assert_allclose(np.load(folder / "out" / "probabilities.npy"), expected, atol=1e-5, rtol=0)
+  assert np.load(folder / "out" / "label_id.npy").tolist() == expected.argmax(axis=-1).tolist()
 
 
 # -- export_servable: any task's module ------------------------------------------------------------------------

@@ -36,10 +36,9 @@ def _swag_example(sent1, sent2, endings):
   return swag.SwagExample("x", sent1, sent2, tuple(endings), None)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-  """A random (so the choices' probabilities differ) model saved as run_swag.py saves it, and its export."""
-  directory = tmp_path_factory.mktemp("swag_export")
+def export_swag_model(directory) -> dict:
+  """A random (so the choices' probabilities differ) model saved as run_swag.py saves it into `directory`, and its
+  export. Built once per session (conftest's `swag_export`)."""
   vocab = directory / "vocab.txt"
   vocab.write_text("\n".join([*tokenization.SPECIAL_TOKENS, *WORDS]) + "\n")
   keras.utils.set_random_seed(11)
@@ -54,6 +53,11 @@ def exported(tmp_path_factory):
   path = swag_serving.export_swag(model_dir, str(directory / "export"))
   return {"model": swag_run.load_model(model_dir), "model_dir": model_dir, "path": path,
           "tokenizer": tokenization.FullTokenizer(str(vocab)), "directory": directory}
+
+
+@pytest.fixture(scope="module")
+def exported(swag_export):
+  return swag_export
 
 
 def _keras_logits(exported, examples):

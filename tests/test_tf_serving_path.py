@@ -34,64 +34,41 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.export import serving
-from bert_tf.tasks.classification import serving as classifier_serving
-from bert_tf.tasks.ner import serving as ner_serving
+from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import run as squad_run
 from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.tasks.swag import serving as swag_serving
-from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.ner import data as ner
-from bert_tf.tasks.ner import run as ner_run
-from bert_tf.tasks.squad import run as squad_run
-from bert_tf.tasks.swag import run as swag_run
-from bert_tf.tasks.ner import model as nf
-from bert_tf.tasks.squad import model as sf
-from bert_tf.tasks.swag import model as mc
-from bert_tf.tasks.classification.classifier import ClassifierSpec
-from test_serving import LABELS, MAX_POSITIONS, VOCAB, tiny_classifier, write_vocab
+from test_serving import MAX_POSITIONS, VOCAB, write_vocab
 
-NER_LABELS = ner.labels_for(("LOC", "PER"), "IOB2")
-NER_T, SQUAD_T, SWAG_T, CLASSIFIER_T = 11, 15, 13, 9
+SQUAD_T = 15
 
 
-def _config(**changes) -> BertConfig:
+def _squad_model() -> sf.BertSpanLabeler:
   """Large initial weights (as test_serving's tiny_classifier), so outputs differ visibly between inputs."""
-  return BertConfig.from_preset("tiny", vocab_size=len(VOCAB), num_hidden_layers=1, hidden_size=18,
-                                num_attention_heads=3, intermediate_size=37, max_position_embeddings=MAX_POSITIONS,
-                                initializer_range=0.5, **changes)
-
-
-def _built(model, shape):
-  model({name: tf.zeros(shape, tf.int32) for name in INPUT_NAMES})
+  config = BertConfig.from_preset("tiny", vocab_size=len(VOCAB), num_hidden_layers=1, hidden_size=18,
+                                  num_attention_heads=3, intermediate_size=37, max_position_embeddings=MAX_POSITIONS,
+                                  initializer_range=0.5)
+  model = sf.BertSpanLabeler(config, dtype="float32")
+  model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   return model
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-  """The four task exports of tiny models over test_serving's 29-token vocabulary, written as the scripts write
-  them (each task's model folder, then its export function)."""
+def exports(tmp_path_factory, classifier_exports, ner_export, swag_export):
+  """The four task exports of tiny models. The classifier (test_serving's, over its 29-token vocabulary), the NER
+  tagger (test_ner_serving's) and the multiple-choice model (test_swag_serving's) are the session's shared ones;
+  the SQuAD model over test_serving's vocabulary is written here as run_squad.py writes it (the model folder,
+  then the export function)."""
   root = tmp_path_factory.mktemp("tf_serving_path")
   vocab = write_vocab(root)
-  export_dir = str(root / "export")
   keras.utils.set_random_seed(5)
-  paths = {"classifier": classifier_serving.export_classifier(
-      tiny_classifier(len(LABELS)), ClassifierSpec("nli", LABELS, True, CLASSIFIER_T, True), vocab, export_dir,
-      "nli")}
   squad_settings = {"max_seq_length": SQUAD_T, "doc_stride": 4, "max_query_length": 5, "do_lower_case": True,
                     "version_2_with_negative": True, "null_score_diff_threshold": 0.0}
-  squad_run.save_model(_built(sf.BertSpanLabeler(_config(), dtype="float32"), [1, 2]), squad_settings, vocab,
-                       str(root / "squad_model"))
-  paths["squad"] = squad_serving.export_squad(str(root / "squad_model"), export_dir)
-  ner_settings = {"labels": list(NER_LABELS), "label_scheme": "IOB2", "types": ["LOC", "PER"],
-                  "train_tag_scheme": "IOB2", "max_seq_length": NER_T, "do_lower_case": True,
-                  "document_context": False}
-  ner_run.save_model(_built(nf.BertTokenClassifier(_config(), len(NER_LABELS), dtype="float32"), [1, 2]),
-                     ner_settings, vocab, str(root / "ner_model"))
-  paths["ner"] = ner_serving.export_ner(str(root / "ner_model"), export_dir)
-  swag_run.save_model(_built(mc.BertMultipleChoice(_config()), [1, 4, 2]),
-                      {"max_seq_length": SWAG_T, "do_lower_case": True, "num_choices": 4}, vocab,
-                      str(root / "swag_model"))
-  paths["swag"] = swag_serving.export_swag(str(root / "swag_model"), export_dir)
-  return paths
+  squad_run.save_model(_squad_model(), squad_settings, vocab, str(root / "squad_model"))
+  return {"classifier": classifier_exports["nli"][2],
+          "squad": squad_serving.export_squad(str(root / "squad_model"), str(root / "export")),
+          "ner": ner_export["path"], "swag": swag_export["path"]}
 
 
 # -- Requests: (signature, inputs) per export ------------------------------------------------------------------
