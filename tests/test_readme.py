@@ -18,7 +18,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -172,68 +171,25 @@ def _exists(path: str) -> bool:
   return bool(glob.glob(path) or glob.glob(glob.escape(path) + ".*"))
 
 
-def _touched(command: str) -> tuple[list[str], list[str]]:
-  """reads_and_writes, plus what fine-tuning writes without a flag naming it: its feature cache, features/ beside
-  --output_dir (finetuning.default_features_dir)."""
-  reads, writes = reads_and_writes(command)
-  if script_of(command) == "run_classifier.py" and "output_dir" in flag_values(command):
-    writes = writes + [os.path.join(os.path.dirname(flag_values(command)["output_dir"]), "features")]
-  return reads, writes
-
-
-def _conflict(a: str, b: str) -> bool:
-  """Whether one of two commands writes a path the other reads or writes (a folder and what is in it count as
-  one path): such commands must run in the README's order, one after the other."""
-  (reads_a, writes_a), (reads_b, writes_b) = _touched(a), _touched(b)
-
-  def overlap(paths, others):
-    return any(p == q or p.startswith(q.rstrip("/") + "/") or q.startswith(p.rstrip("/") + "/")
-               for p in paths for q in others)
-
-  return overlap(writes_a, reads_b + writes_b) or overlap(writes_b, reads_a)
-
-
 @pytest.mark.slow
 def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
-  """Two commands at a time (two cores): a command starts once every earlier command it conflicts with has
-  finished and none running conflicts with it, so each sees what it would see after the commands before it."""
   monkeypatch.chdir(tmp_path)  # The commands' relative paths, checked here, resolve where they run.
   _write_mrpc("glue_data/MRPC")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  results, running, waiting = {}, {}, list(range(len(chain)))
-  try:
-    while waiting or running:
-      for i in list(waiting):
-        if len(running) == 2:
-          break
-        if any(_conflict(chain[i], chain[j]) for j in [*running, *waiting[:waiting.index(i)]]):
-          continue
-        waiting.remove(i)
-        for path in reads_and_writes(chain[i])[0]:
-          assert _exists(path), f"`{chain[i]}` needs {path}, which the commands before it did not write"
-        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # a pipe could fill and block it
-        running[i] = (time.monotonic(), out, err, subprocess.Popen(["bash", "-c", _runnable(chain[i])],
-                                                                  cwd=tmp_path, env=env, stdout=out, stderr=err))
-      time.sleep(0.2)
-      for i, (start, out, err, process) in list(running.items()):
-        if process.poll() is None:
-          assert time.monotonic() - start < 600, f"`{chain[i]}` still runs after 600 s"
-          continue
-        del running[i]
-        out.seek(0), err.seek(0)
-        done = subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read())
-        assert done.returncode == 0, (f"`{chain[i]}` exited {done.returncode} after {time.monotonic() - start:.0f} "
-                                      f"s:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-        for path in reads_and_writes(chain[i])[1]:
-          assert _exists(path), f"`{chain[i]}` exited 0 but did not write {path}"
-        results[i] = done
-  finally:
-    for _, _, _, process in running.values():
-      process.kill()
-      process.wait()
   outputs = {}
-  for i, command in enumerate(chain):
-    outputs.setdefault(script_of(command) or command, []).append(results[i])
+  for command in chain:
+    reads, writes = reads_and_writes(command)
+    for path in reads:
+      assert _exists(path), f"`{command}` needs {path}, which the commands before it did not write"
+    start = time.monotonic()
+    done = subprocess.run(["bash", "-c", _runnable(command)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    took = time.monotonic() - start
+    assert done.returncode == 0, (f"`{command}` exited {done.returncode} after {took:.0f} s:\n"
+                                  f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    for path in writes:
+      assert _exists(path), f"`{command}` exited 0 but did not write {path}"
+    outputs.setdefault(script_of(command) or command, []).append(done)
 
   # The small sizes took effect (absl kept the appended values) and the stages fit together.
   with open("out/vocab.txt", encoding="utf-8") as f:
