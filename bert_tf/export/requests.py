@@ -394,12 +394,18 @@ def _refusal(error: Exception) -> str:
   return found.group(1) if found else first_line(error)[:500]
 
 
+def version_numbers(model_dir: str) -> list[int]:
+  """The numeric version folders of a model folder `<export_dir>/<model_name>`, the ones TF Serving loads (none
+  when it does not exist)."""
+  return [int(n) for n in fileio.listdir(model_dir) if n.isdigit()] if fileio.isdir(model_dir) else []
+
+
 def resolve_saved_model_dir(path: str) -> str:
   """A version folder (holding saved_model.pb) as is; a model folder `<export_dir>/<name>` -> its highest
   numeric version, the one TF Serving would serve."""
   if fileio.exists(fileio.join(path, "saved_model.pb")):
     return path
-  versions = [int(n) for n in fileio.listdir(path) if n.isdigit()] if fileio.isdir(path) else []
+  versions = version_numbers(path)
   if not versions:
     raise FileNotFoundError(f"--saved_model_dir={path}: holds no saved_model.pb and no numeric version folders; "
                             "give <export_dir>/<model_name> or one of its versions")

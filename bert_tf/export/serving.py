@@ -128,10 +128,7 @@ def checked_encoded_inputs(config: Any, input_ids: tf.Tensor, input_mask: tf.Ten
 
 def next_version(model_dir: str) -> int:
   """1 + the largest numeric version under `<export_dir>/<model_name>`, or 1 when there is none."""
-  if not tf.io.gfile.isdir(model_dir):
-    return 1
-  names = [name.rstrip("/") for name in tf.io.gfile.listdir(model_dir)]  # gs:// lists folders with a "/".
-  return max((int(name) for name in names if name.isdigit()), default=0) + 1
+  return max(serving_requests.version_numbers(model_dir), default=0) + 1
 
 
 def check_name_and_version(model_name: str, version: int | None) -> None:
@@ -466,8 +463,7 @@ def _check_same_kind_as_before(model_dir: str, model_name: str, version: int, ma
   """ValueError when the newest version below `version` was exported here as another kind of task (or another
   pair/single input): TF Serving would serve the new version under the same name, and every client of
   `model_name` would get other inputs and outputs. Versions without a manifest (not written here) pass."""
-  below = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(model_dir) if n.rstrip("/").isdigit()]
-  below = [v for v in below if v < version]
+  below = [v for v in serving_requests.version_numbers(model_dir) if v < version]
   if not below:
     return
   previous = os.path.join(model_dir, str(max(below)))

@@ -246,7 +246,6 @@ class BertEncoder(BertConfigModel, keras.Model):
     return self.word_embeddings.embeddings
 
 
-
 @contextlib.contextmanager
 def padding_skipped(model):
   """Inference calls of `model`'s encoder traced inside the block run on the real tokens alone, as training does.
@@ -257,7 +256,7 @@ def padding_skipped(model):
   positions (the attention itself still runs on [B, T]). Real positions get the padded computation's values up
   to the order of float additions; padded positions of `sequence_output` and of every layer's output are 0
   rather than the values the padded computation leaves there, which no task head reads. The serving exports
-  trace their text signatures inside it; their `encoded` signatures, which return every position, do not.
+  trace their signatures inside it, except NER's `encoded`, which returns the logits of every position.
   A flag read while tracing: a tf.function traced inside keeps it, one traced later does not.
   """
   encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
