@@ -112,9 +112,12 @@ def test_own_files_csv_without_index_and_json_lines(tmp_path):
     # A row with a field too few (an ending lost).
     ([HEADER, ROWS[0], "5,v,1,s,Rain.,The,gold,a.,b.,c.,0"], 3, "11 comma-separated fields, expected 12 as in the "
      "header; repair or delete that row"),
-    # An unclosed quote swallows the following lines into one field.
+    # A quote never closed swallows the rest of the file into one field: named as such.
     ([HEADER, '5,v,1,s,"Rain.,The,gold,a.,b.,c.,d.,0', ROWS[2]], 2,
-     "5 comma-separated fields, expected 12 as in the header (the row runs on to line 3: is a quote left "
+     'a quote (") opened in this row is never closed; close it, or double each quote inside a quoted field'),
+    # A quote closed on a later line makes one row of two lines: the field count names where it ran on to.
+    ([HEADER, '5,v,1,s,"Rain.,The,gold,a.,b.,c.,d.,0', 'x",1', ROWS[2]], 2,
+     "6 comma-separated fields, expected 12 as in the header (the row runs on to line 3: is a quote left "
      "open?)"),
     ([HEADER, ROWS[0], ROWS[2].replace(",2", ",4")], 3, "label '4' is not one of 0-3 (the index of the true "
      "ending)"),
