@@ -13,6 +13,14 @@ is what the serving graph cannot close by changing the graph: the time of the sa
 
   python bench/serving_gemm.py --model=minilm --rows=16,24,56,128,1792
   TF_ENABLE_ONEDNN_OPTS=0 python bench/serving_gemm.py --model=minilm    # TensorFlow's Eigen kernels instead
+
+`--tf_variants` times other ways of writing the same products in the TF graph, each its own session, in the same
+blocks (`tf_<variant>` in the report): `constants` (the weights as Const nodes, as a frozen graph holds them:
+oneDNN may then cache them reordered), `batch_matmul` (a BatchMatMulV2 of [1, M, K] x [1, K, N]: oneDNN's
+matmul primitive instead of its inner product), `swapped` (the weights stored [N, K], the product computed as
+(W x^T)^T: M becomes the long side of the kernel's split). Process-wide switches are environment variables:
+TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (every weight treated as constant: reordered once and cached, oneDNN's brgemm
+kernels), TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1 (the calling thread works too).
 """
 
 from __future__ import annotations
@@ -32,7 +40,25 @@ def products(layers: int, hidden: int, inter: int) -> list[tuple[int, int]]:
   return [(hidden, 3 * hidden), (hidden, hidden), (hidden, inter), (inter, hidden)] * layers
 
 
-def tf_chain(shapes, threads: int):
+TF_VARIANTS = ("variables", "constants", "batch_matmul", "swapped")
+
+
+def tf_product(tf, rows, kernel: np.ndarray, bias: np.ndarray, variant: str):
+  """rows [M, K] @ kernel [K, N] + bias [N] as `variant` writes it (see the module's docstring)."""
+  if variant == "constants":
+    return tf.nn.bias_add(tf.matmul(rows, tf.constant(kernel)), tf.constant(bias))
+  b = tf.Variable(bias).read_value()
+  if variant == "variables":
+    return tf.nn.bias_add(tf.matmul(rows, tf.Variable(kernel).read_value()), b)
+  if variant == "batch_matmul":
+    return tf.nn.bias_add(tf.matmul(rows[None], tf.Variable(kernel).read_value()[None])[0], b)
+  if variant == "swapped":
+    return tf.nn.bias_add(tf.transpose(tf.matmul(tf.Variable(kernel.T.copy()).read_value(), rows,
+                                                 transpose_b=True)), b)
+  raise ValueError(f"variant {variant!r}: one of {TF_VARIANTS}")
+
+
+def tf_chain(shapes, threads: int, variant: str = "variables"):
   """A TF1 session computing every product (x @ kernel + bias) from the fed rows; returns run(x, wide) ->
   seconds, where x [M, H] feeds the products with K = H and wide [M, I] the one with K = I."""
   import tensorflow as tf
@@ -44,9 +70,8 @@ def tf_chain(shapes, threads: int):
     wide = tf.compat.v1.placeholder(tf.float32, [None, shapes[3][0]])
     outs = []
     for k, n in shapes:
-      kernel = tf.Variable(rng.standard_normal([k, n]).astype(np.float32) * 0.02)
-      bias = tf.Variable(np.zeros(n, np.float32))
-      outs.append(tf.nn.bias_add(tf.matmul(x if k == shapes[0][0] else wide, kernel.read_value()), bias.read_value()))
+      kernel = rng.standard_normal([k, n]).astype(np.float32) * 0.02
+      outs.append(tf_product(tf, x if k == shapes[0][0] else wide, kernel, np.zeros(n, np.float32), variant))
     init = tf.compat.v1.global_variables_initializer()
   config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
   session = tf.compat.v1.Session(graph=graph, config=config)
@@ -96,15 +121,24 @@ def main(argv=None) -> None:
   parser.add_argument("--rows", default="16,24,56,128,1792", help="M values: tokens of a request or a batch")
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--repeats", type=int, default=100)
+  parser.add_argument("--tf_variants", default="", help=f"comma-separated, of {TF_VARIANTS[1:]}: also time "
+                      "these ways of writing the products in TensorFlow")
   parser.add_argument("--json", help="also write the report here")
   args = parser.parse_args(argv)
   rows = [int(v) for v in args.rows.split(",")]
+  variants = [v for v in args.tf_variants.split(",") if v]
+  unknown = sorted(set(variants) - set(TF_VARIANTS[1:]))
+  if unknown:
+    raise SystemExit(f"error: --tf_variants: {unknown} unknown; give a comma-separated list of {TF_VARIANTS[1:]}")
   shapes = products(*SIZES[args.model])
   flops_per_row = sum(2 * k * n for k, n in shapes)
-  sides = {"tf_session": tf_chain(shapes, args.threads), "onnxruntime": ort_chain(shapes, args.threads)}
+  sides = {"tf_session": tf_chain(shapes, args.threads), "onnxruntime": ort_chain(shapes, args.threads),
+           **{f"tf_{v}": tf_chain(shapes, args.threads, v) for v in variants}}
   rng = np.random.default_rng(1)
+  switches = ("TF_ENABLE_ONEDNN_OPTS", "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD")
   report = {"model": args.model, "threads": args.threads, "repeats": args.repeats,
-            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"), "load_average": os.getloadavg(),
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
+            "environment": {k: os.environ[k] for k in switches if k in os.environ}, "load_average": os.getloadavg(),
             "rows": {}}
   for m in rows:
     x = rng.standard_normal([m, shapes[0][0]]).astype(np.float32)
@@ -125,12 +159,15 @@ def main(argv=None) -> None:
     report["rows"][m] = {side: {"ms": 1000 * t, "gflop_s": flops_per_row * m / t / 1e9} for side, t in medians.items()}
     report["rows"][m]["tf_over_ort"] = medians["tf_session"] / medians["onnxruntime"]
   print(json.dumps(report, indent=1))
-  print(f"\n{args.model}: the encoder's {len(shapes)} products, {args.threads} threads, TF_ENABLE_ONEDNN_OPTS "
-        f"{report['onednn']}, load average {report['load_average'][0]:.2f}\n")
-  print("| rows M | TF session ms (GFLOP/s) | ONNX Runtime ms (GFLOP/s) | TF / ORT time |\n|---|---|---|---|")
+  print(f"\n{args.model}: the encoder's {len(shapes)} products, {args.threads} threads, environment "
+        f"{report['environment'] or 'default'}, load average {report['load_average'][0]:.2f}\n")
+  extra = [f"tf_{v}" for v in variants]
+  print("| rows M | TF session ms (GFLOP/s) | ONNX Runtime ms (GFLOP/s) | TF / ORT time |"
+        + "".join(f" {side} ms |" for side in extra) + "\n|---|---|---|---|" + "---|" * len(extra))
   for m, r in report["rows"].items():
     print(f"| {m} | {r['tf_session']['ms']:.2f} ({r['tf_session']['gflop_s']:.0f}) | "
-          f"{r['onnxruntime']['ms']:.2f} ({r['onnxruntime']['gflop_s']:.0f}) | {r['tf_over_ort']:.2f}x |")
+          f"{r['onnxruntime']['ms']:.2f} ({r['onnxruntime']['gflop_s']:.0f}) | {r['tf_over_ort']:.2f}x |"
+          + "".join(f" {r[side]['ms']:.2f} |" for side in extra))
   if args.json:
     with open(args.json, "w") as f:
       json.dump(report, f, indent=1)
