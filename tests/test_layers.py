@@ -1,6 +1,7 @@
 """The hand-written gradients of `layers.gelu_exact` and `layers.LayerNorm` against Keras' own ops (autodiff)
 on odd shapes: same values and gradients in float32, close in float16 / bfloat16, and the same in graphs with
-unknown shapes; `layers.scatter_rows` against tf.scatter_nd."""
+unknown shapes; `layers.scatter_rows` against tf.scatter_nd; the inference GELU (`gelu_exact_forward`) equal to
+`gelu_exact` and fused with the matmul before it by TensorFlow's graph optimizer."""
 
 import keras
 import numpy as np
@@ -38,6 +39,54 @@ def test_gelu_exact_matches_keras_values_and_gradient():
   phi1 = np.exp(-0.5) / np.sqrt(2 * np.pi)
   np.testing.assert_allclose(dy.numpy(), w * np.array([0.5, 0.8413447460685429 + phi1]), rtol=1e-6)
   assert y.numpy()[0] == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_inference_gelu_is_gelu_exact_bit_for_bit(dtype):
+  x = tf.constant(np.random.default_rng(2).standard_normal([7, 13]) * 4.0, tf.float32)
+  x = tf.cast(tf.concat([tf.reshape(x, [-1]), [-30.0, -8.0, -1e-3, 0.0, 1e-3, 8.0, 30.0]], axis=0), dtype)
+  np.testing.assert_array_equal(tf.cast(layers.gelu_exact_forward(x), tf.float32).numpy(),
+                                tf.cast(layers.gelu_exact(x), tf.float32).numpy())
+
+
+def executed_op_types(saved_model_dir: str, feeds) -> list[str]:
+  """The op types TF Serving's loader (a TF1 session, after grappler's rewrites) runs for the SavedModel's
+  serving_default, one entry per executed node."""
+  from tensorflow.core.protobuf import config_pb2
+
+  graph = tf.Graph()
+  metadata = config_pb2.RunMetadata()
+  with tf.compat.v1.Session(graph=graph) as session:
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], saved_model_dir)
+    signature = meta.signature_def["serving_default"]
+    session.run({k: v.name for k, v in signature.outputs.items()},
+                {signature.inputs[k].name: v for k, v in feeds.items()}, run_metadata=metadata,
+                options=config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE))
+  return [node.timeline_label.split("(")[0].split("=")[-1].strip()
+          for device in metadata.step_stats.dev_stats for node in device.node_stats]
+
+
+def test_a_block_in_inference_runs_its_gelu_inside_the_matmul(tmp_path):
+  from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-direct-tensorflow-import
+
+  if not _pywrap_util_port.IsMklEnabled():
+    pytest.skip("the fusion is oneDNN's (TF_ENABLE_ONEDNN_OPTS=0 here)")
+  # No dropout: the training graph then has no random state to save, and runs the same ops otherwise.
+  block = layers.TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=37,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  feeds = {"x": np.random.default_rng(3).standard_normal([2, 5, 12]).astype(np.float32),
+           "mask": np.array([[1] * 5, [1] * 3 + [0] * 2], np.int32)}
+  block(feeds["x"], feeds["mask"])  # builds the variables
+  specs = [tf.TensorSpec([None, None, 12], tf.float32, name="x"), tf.TensorSpec([None, None], tf.int32, name="mask")]
+  ops = {}
+  for training in (False, True):
+    module = tf.Module()
+    module.variables_ = [v.value for v in block.weights]
+    module.call = tf.function(lambda x, mask, t=training: {"y": block(x, mask, training=t)}, input_signature=specs)
+    tf.saved_model.save(module, str(tmp_path / str(training)), signatures=module.call)
+    ops[training] = executed_op_types(str(tmp_path / str(training)), feeds)
+  assert "Erf" not in ops[False] and "_MklNativeFusedMatMul" in ops[False], sorted(set(ops[False]))
+  assert "Erf" in ops[True]  # training keeps gelu_exact, for its own gradient
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
