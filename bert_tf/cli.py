@@ -116,7 +116,12 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
   # New.
   flags.DEFINE_enum("distribution_strategy", "mirrored", list(STRATEGIES),
                     "How to distribute: see docs/pretraining.md.")
-  flags.DEFINE_integer("num_gpus", 0, "GPUs to use on this machine (0: CPU).")
+  flags.DEFINE_integer("num_gpus", None, "GPUs to use on this machine (default: every GPU TensorFlow sees, else "
+                       "the CPU; 0: the CPU). Asking for GPUs TensorFlow cannot see is refused with the reason.")
+  flags.DEFINE_enum("all_reduce_alg", None, ["nccl", "hierarchical_copy", "ring"], "mirrored: how replicas sum "
+                    "gradients (default: MirroredStrategy's, NCCL between GPUs).")
+  flags.DEFINE_enum("collective_implementation", "auto", ["auto", "nccl", "ring"], "multi_worker_mirrored: the "
+                    "all-reduce between workers (auto: NCCL when the workers have GPUs, else ring over gRPC).")
   flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
                     "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
                     "torch.optim.AdamW and the TF Model Garden), or LAMB.")
@@ -216,7 +221,8 @@ def training_flag_values(flag_values=None) -> dict:
     steps_per_loop = FLAGS.iterations_per_loop
   return dict(distribution_strategy=strategy, steps_per_loop=steps_per_loop,
               **{name: FLAGS[name].value for name in (
-                  "save_checkpoints_steps", "log_steps", "num_gpus", "tpu_name", "tpu_zone", "gcp_project",
+                  "save_checkpoints_steps", "log_steps", "num_gpus", "all_reduce_alg", "collective_implementation",
+                  "tpu_name", "tpu_zone", "gcp_project",
                   "optimizer", "dtype", "jit_compile", "gradient_accumulation_steps")})
 
 

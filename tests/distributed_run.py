@@ -2,7 +2,8 @@
 
   python tests/distributed_run.py OUT_JSON WORKDIR CASE [CASE ...]
 
-A CASE is strategy:accumulation_steps (one_device:1, mirrored:2, multi_worker_mirrored:1, tpu:1). With
+A CASE is strategy:accumulation_steps[:all_reduce_alg] (one_device:1, mirrored:2, mirrored:1:ring,
+multi_worker_mirrored:1, tpu:1). With
 LOGICAL_CPUS=n the process first splits its CPU into n logical devices (before TensorFlow initialises them).
 Each case writes {"losses": [...], "weights": path of an .npz, "replicas": n, "chief": bool, "error": str|None}.
 Environment: STEPS (4), BATCH (global, 8), DROPOUT (0), DATA (a records glob; default: written here).
@@ -26,8 +27,9 @@ from bert_tf.training import distribute, pretraining  # noqa: E402
 
 
 def run_case(workdir, case, data):
-  name, accumulation = case.split(":")
-  strategy = distribute.get_strategy(name, tpu_name="local" if name == "tpu" else None)
+  name, accumulation, *all_reduce_alg = case.split(":")
+  strategy = distribute.get_strategy(name, tpu_name="local" if name == "tpu" else None,
+                                     all_reduce_alg=(all_reduce_alg or [None])[0])
   out = os.path.join(workdir, case.replace(":", "-"))
   config = pretraining.PretrainingConfig(
       input_file=data, output_dir=out, bert_config=th.tiny_bert_config(float(os.environ.get("DROPOUT", "0"))),

@@ -18,12 +18,15 @@ def test_choices_are_the_library_ones():
   assert cli.STRATEGIES == tuple(distribute.STRATEGIES)
   assert cli.OPTIMIZERS == tuple(optimization.OPTIMIZERS)
   assert cli.DTYPES == tuple(trainer.DTYPES)
+  parsed_values = parsed()
+  assert parsed_values["all_reduce_alg"].parser.enum_values == list(distribute.ALL_REDUCE_ALGS)
+  assert parsed_values["collective_implementation"].parser.enum_values == list(distribute.COLLECTIVE_IMPLEMENTATIONS)
 
 
 def test_defaults_become_config_fields():
   assert cli.training_flag_values(parsed()) == dict(
-      distribution_strategy="mirrored", steps_per_loop=7, save_checkpoints_steps=1000, log_steps=3, num_gpus=0,
-      tpu_name=None, tpu_zone=None, gcp_project=None, optimizer="adamw", dtype="float32", jit_compile=False,
+      distribution_strategy="mirrored", steps_per_loop=7, save_checkpoints_steps=1000, log_steps=3, num_gpus=None,
+      all_reduce_alg=None, collective_implementation="auto", tpu_name=None, tpu_zone=None, gcp_project=None, optimizer="adamw", dtype="float32", jit_compile=False,
       gradient_accumulation_steps=1)
 
 

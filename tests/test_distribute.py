@@ -23,19 +23,22 @@ def test_two_mirrored_replicas_match_one_device_and_tpu_is_refused(tmp_path):
   out = tmp_path / "results.json"
   # Logical CPU devices must be configured before TensorFlow initialises its devices: a fresh process.
   # mirrored:2 = two replicas, each accumulating 2 micro-batches: both ways of splitting the batch at once.
+  # --all_reduce_alg: hierarchical_copy and ring (TensorFlow's collective ops) on the same two replicas.
+  algs = ["mirrored:1:hierarchical_copy", "mirrored:1:ring"]
   result = th.run_python([os.path.join("tests", "distributed_run.py"), str(out), str(tmp_path), "one_device:1",
-                          "mirrored:2", "tpu:1"], LOGICAL_CPUS=2, STEPS=4)
+                          "mirrored:2", *algs, "tpu:1"], LOGICAL_CPUS=2, STEPS=4)
   assert result.returncode == 0, result.stderr[-3000:]
   runs = json.loads(out.read_text())
-  one, two = runs["one_device:1"], runs["mirrored:2"]
-  for r in (one, two):
-    assert r["error"] is None, r["error"]
-  assert (one["replicas"], two["replicas"]) == (1, 2)
-  assert len(one["losses"]) == 4
-  # Same global batch of 8: all 8 on one device, or 2 + 2 twice on each of two replicas.
-  assert two["losses"] == pytest.approx(one["losses"], abs=1e-5)
-  for a, b in zip(_npz(two["weights"]), _npz(one["weights"])):
-    np.testing.assert_allclose(a, b, atol=1e-6)
+  one = runs["one_device:1"]
+  assert one["error"] is None and one["replicas"] == 1 and len(one["losses"]) == 4, one
+  for case in ["mirrored:2", *algs]:
+    two = runs[case]
+    assert two["error"] is None, (case, two["error"])
+    assert two["replicas"] == 2, case
+    # Same global batch of 8: all 8 on one device, or 4 (2 + 2 twice with accumulation) on each of two replicas.
+    assert two["losses"] == pytest.approx(one["losses"], abs=1e-5), case
+    for a, b in zip(_npz(two["weights"]), _npz(one["weights"])):
+      np.testing.assert_allclose(a, b, atol=1e-6, err_msg=case)
   assert "no TPU could be reached" in runs["tpu:1"]["error"]
   assert "--distribution_strategy=one_device, mirrored or multi_worker_mirrored" in runs["tpu:1"]["error"]
 
@@ -80,8 +83,15 @@ def test_strategy_selection_errors_say_what_to_change(monkeypatch):
     distribute.get_strategy("parameter_server")
   with pytest.raises(ValueError, match="--tpu_name"):
     distribute.get_strategy("tpu")
-  with pytest.raises(ValueError, match=r"--num_gpus=4 but this machine has 0 GPU"):
+  with pytest.raises(ValueError, match=r"--num_gpus=4 but TensorFlow sees 0 GPU\(s\): "):
     distribute.get_strategy("mirrored", num_gpus=4)
+  with pytest.raises(ValueError, match=r"--all_reduce_alg=nccl needs GPUs"):
+    distribute.get_strategy("mirrored", all_reduce_alg="nccl")
+  with pytest.raises(ValueError, match=r"--all_reduce_alg is for --distribution_strategy=mirrored, not one_device$"):
+    distribute.get_strategy("one_device", all_reduce_alg="ring")
+  with pytest.raises(ValueError, match=r"--collective_implementation is for .*multi_worker_mirrored \(use "
+                     r"--all_reduce_alg\)"):
+    distribute.get_strategy("mirrored", collective_implementation="nccl")
   monkeypatch.delenv("TF_CONFIG", raising=False)
   with pytest.raises(ValueError, match="TF_CONFIG"):
     distribute.get_strategy("multi_worker_mirrored")
@@ -120,3 +130,47 @@ def test_bad_tf_config_is_named_without_repeating_it(monkeypatch, config, expect
 def test_good_tf_config_passes_the_check():
   config = {"cluster": {"chief": ["h:0"], "worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}}
   assert distribute.check_tf_config(json.dumps(config)) == config
+
+
+def test_the_default_uses_the_cpu_where_tensorflow_sees_no_gpu_and_says_so(caplog):
+  # No GPU on the test machines: the default (num_gpus=None) is the CPU, as --num_gpus=0 is; the log names it.
+  with caplog.at_level("INFO", logger="absl"):
+    default, cpu = distribute.get_strategy("mirrored"), distribute.get_strategy("mirrored", num_gpus=0)
+  assert default.extended.worker_devices == cpu.extended.worker_devices
+  assert distribute.describe(default) == "strategy MirroredStrategy: 1 replica(s) on /cpu:0 (1 worker(s))"
+  assert distribute.describe(default) in caplog.text
+  one = distribute.get_strategy("one_device")
+  assert distribute.describe(one) == "strategy OneDeviceStrategy: 1 replica(s) on /cpu:0 (1 worker(s))"
+
+
+@pytest.mark.parametrize("setting,reason", [
+    # What a user of this TensorFlow (a CUDA build, as PyPI's tensorflow 2.20 for Linux x86_64) on a machine
+    # without an NVIDIA driver is told, with and without CUDA_VISIBLE_DEVICES hiding the GPUs.
+    (None, "this machine has no NVIDIA GPU driver loaded (/proc/driver/nvidia/gpus is empty); run on a GPU "
+           "machine, or pass --num_gpus=0 for the CPU"),
+    ("-1", "CUDA_VISIBLE_DEVICES='-1' hides every GPU; unset it or name the GPUs (CUDA_VISIBLE_DEVICES=0,1)"),
+    ("", "CUDA_VISIBLE_DEVICES='' hides every GPU; unset it or name the GPUs (CUDA_VISIBLE_DEVICES=0,1)"),
+])
+def test_gpus_asked_for_but_not_seen_are_refused_with_the_reason(monkeypatch, setting, reason):
+  import tensorflow as tf
+
+  if not tf.test.is_built_with_gpu_support() or distribute.nvidia_gpus_on_machine():
+    pytest.skip("written for a CUDA build of TensorFlow on a machine without NVIDIA GPUs")
+  if setting is None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+  else:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", setting)
+  assert distribute.gpu_unavailable_reason() == reason
+  with pytest.raises(ValueError) as e:
+    distribute.get_strategy("one_device", num_gpus=1)
+  assert str(e.value) == f"--num_gpus=1 but TensorFlow sees 0 GPU(s): {reason}"
+
+
+def test_a_cpu_only_tensorflow_is_named_with_the_install_line(monkeypatch):
+  import tensorflow as tf
+
+  # The CPU-only build (tensorflow-cpu, or a macOS wheel) reports no GPU support; this machine's may not be one.
+  monkeypatch.setattr(tf.test, "is_built_with_gpu_support", lambda: False)
+  assert distribute.gpu_unavailable_reason() == (
+      f"this TensorFlow ({tf.__version__}) is a CPU-only build; install the GPU one: pip install '.[gpu]' "
+      "(TensorFlow with its CUDA libraries: tensorflow[and-cuda]==2.20.0)")

@@ -43,6 +43,10 @@ def test_the_dependencies_are_ranges_that_admit_the_pins_of_requirements_txt():
     assert requirement.specifier.contains(version), (str(requirement), version)
     assert not any(spec.operator == "==" for spec in requirement.specifier), str(requirement)  # a range
   assert not declared, f"dependencies without a pin in requirements.txt: {sorted(declared)}"
+  # The gpu extra is TensorFlow with its CUDA libraries at exactly the pinned version (no second TensorFlow).
+  (gpu,) = map(Requirement, PROJECT["project"]["optional-dependencies"]["gpu"])
+  (tensorflow,) = [pin for pin in pins if pin.name == "tensorflow"]
+  assert (gpu.name, gpu.extras, str(gpu.specifier)) == ("tensorflow", {"and-cuda"}, str(tensorflow.specifier))
 
 
 def test_every_package_of_bert_tf_is_installed():

@@ -1,48 +1,154 @@
 """Choosing a `tf.distribute.Strategy`; one training code path runs under each of them.
 
-  one_device             one GPU (--num_gpus=1) or the CPU
-  mirrored               all GPUs of this machine (--num_gpus), or all logical CPU devices when num_gpus=0
+  one_device             the first GPU, or the CPU when there is none (or --num_gpus=0)
+  mirrored               every GPU TensorFlow sees (MirroredStrategy's own default; --num_gpus=N: the first N),
+                         or all logical CPU devices when there is none (or --num_gpus=0)
   multi_worker_mirrored  synchronous data parallelism over machines; each process reads TF_CONFIG
   tpu                    a Cloud TPU (VM: --tpu_name=local; TPU node: its name or grpc:// address)
 
-Under every strategy the global batch is split evenly across replicas; see `trainer.py`.
+Under every strategy the global batch is split evenly across replicas; see `trainer.py`. GPUs asked for that
+TensorFlow cannot see are refused with the reason (`gpu_unavailable_reason`), never trained around on the CPU.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 
 import tensorflow as tf
+from absl import logging
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+# --all_reduce_alg (mirrored): how replicas on one machine sum their gradients. None: MirroredStrategy's own choice
+# (NCCL between GPUs, a reduction to one device between CPU devices). The TF Model Garden's flag, plus ring.
+ALL_REDUCE_ALGS = ("nccl", "hierarchical_copy", "ring")
+# --collective_implementation (multi_worker_mirrored): auto = NCCL when this worker has GPUs, else ring over gRPC.
+COLLECTIVE_IMPLEMENTATIONS = ("auto", "nccl", "ring")
+GPU_INSTALL = "pip install '.[gpu]' (TensorFlow with its CUDA libraries: tensorflow[and-cuda]==2.20.0)"
 
 
-def get_strategy(distribution_strategy: str = "mirrored", num_gpus: int = 0, tpu_name: str | None = None,
-                 tpu_zone: str | None = None, gcp_project: str | None = None) -> tf.distribute.Strategy:
-  """Builds the strategy named by `--distribution_strategy`; raises ValueError saying what to change."""
+def get_strategy(distribution_strategy: str = "mirrored", num_gpus: int | None = None, tpu_name: str | None = None,
+                 tpu_zone: str | None = None, gcp_project: str | None = None, all_reduce_alg: str | None = None,
+                 collective_implementation: str = "auto") -> tf.distribute.Strategy:
+  """Builds the strategy named by `--distribution_strategy`; raises ValueError saying what to change.
+
+  `num_gpus`: None uses every GPU TensorFlow sees (the CPU when it sees none), 0 the CPU, N the first N GPUs
+  (refused with the reason when TensorFlow sees fewer)."""
   if distribution_strategy not in STRATEGIES:
     raise ValueError(f"--distribution_strategy={distribution_strategy!r}: choose one of {STRATEGIES}")
-  if num_gpus < 0:
+  if num_gpus is not None and num_gpus < 0:
     raise ValueError(f"--num_gpus={num_gpus}: must be >= 0")
+  if all_reduce_alg is not None and all_reduce_alg not in ALL_REDUCE_ALGS:
+    raise ValueError(f"--all_reduce_alg={all_reduce_alg}: choose one of {', '.join(ALL_REDUCE_ALGS)}")
+  if collective_implementation not in COLLECTIVE_IMPLEMENTATIONS:
+    raise ValueError(f"--collective_implementation={collective_implementation}: choose one of "
+                     f"{', '.join(COLLECTIVE_IMPLEMENTATIONS)}")
+  if all_reduce_alg is not None and distribution_strategy != "mirrored":
+    raise ValueError(f"--all_reduce_alg is for --distribution_strategy=mirrored, not {distribution_strategy}"
+                     + (" (use --collective_implementation)" if distribution_strategy == "multi_worker_mirrored"
+                        else ""))
+  if collective_implementation != "auto" and distribution_strategy != "multi_worker_mirrored":
+    raise ValueError("--collective_implementation is for --distribution_strategy=multi_worker_mirrored"
+                     + (" (use --all_reduce_alg)" if distribution_strategy == "mirrored" else ""))
   if distribution_strategy == "tpu":
-    return _tpu_strategy(tpu_name, tpu_zone, gcp_project)
-  if distribution_strategy == "multi_worker_mirrored":
-    return _multi_worker_strategy(num_gpus)
+    strategy = _tpu_strategy(tpu_name, tpu_zone, gcp_project)
+  else:
+    # MultiWorkerMirroredStrategy must be made before TensorFlow initialises its devices: count physical GPUs.
+    logical = distribution_strategy != "multi_worker_mirrored"
+    gpus = _gpus(num_gpus, logical)
+    if not logical:
+      visible = len(tf.config.list_physical_devices("GPU"))
+      if len(gpus) != visible:  # TensorFlow's collectives span every local GPU; they cannot leave some out.
+        raise ValueError(f"--num_gpus={num_gpus}: multi_worker_mirrored uses every GPU a worker sees ({visible} "
+                         "here); leave --num_gpus out and choose them with CUDA_VISIBLE_DEVICES")
+      strategy = _multi_worker_strategy(gpus, collective_implementation)
+    elif distribution_strategy == "one_device":
+      strategy = tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
+    else:
+      # Without GPUs: normally one CPU device; several when logical CPU devices were configured (tests do this).
+      devices = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
+      strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=_cross_device_ops(all_reduce_alg,
+                                                                                            devices))
+  logging.info("%s", describe(strategy))
+  return strategy
 
-  gpus = tf.config.list_logical_devices("GPU")
-  if num_gpus > len(gpus):
-    raise ValueError(f"--num_gpus={num_gpus} but this machine has {len(gpus)} GPU(s) visible to TensorFlow; "
-                     f"pass --num_gpus={len(gpus)} or make the GPUs visible (CUDA_VISIBLE_DEVICES)")
-  if distribution_strategy == "one_device":
-    return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
-  if num_gpus:
-    return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(num_gpus)])
-  # Normally one CPU device; several when logical CPU devices were configured (tests do this).
-  return tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
+
+def _gpus(num_gpus: int | None, logical: bool = True) -> list[str]:
+  """The GPU devices to train on: the first `num_gpus` TensorFlow sees (all of them for None); `logical`: as
+  logical devices (a GPU split in several counts as several), else physical ones (initialises nothing)."""
+  visible = ([d.name for d in tf.config.list_logical_devices("GPU")] if logical
+             else [f"/gpu:{i}" for i in range(len(tf.config.list_physical_devices("GPU")))])
+  if num_gpus is None:
+    if not visible:
+      hidden = nvidia_gpus_on_machine()
+      if hidden:  # A GPU machine training on its CPU by default would be a silent surprise: say why, loudly.
+        logging.warning("this machine has %d NVIDIA GPU(s) but TensorFlow sees none, so this run uses the CPU: "
+                        "%s", hidden, gpu_unavailable_reason())
+    return visible
+  if num_gpus > len(visible):
+    reason = gpu_unavailable_reason() if not visible else (
+        f"pass --num_gpus={len(visible)}, or leave --num_gpus out to use every GPU TensorFlow sees")
+    raise ValueError(f"--num_gpus={num_gpus} but TensorFlow sees {len(visible)} GPU(s): {reason}")
+  return visible[:num_gpus]
 
 
-def _multi_worker_strategy(num_gpus: int) -> tf.distribute.Strategy:
+def nvidia_gpus_on_machine() -> int:
+  """NVIDIA GPUs the kernel driver lists (/proc/driver/nvidia/gpus/<bus id>), whatever TensorFlow sees."""
+  return len(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+def gpu_unavailable_reason() -> str:
+  """Why TensorFlow sees no GPU, as one clause that says what to do: a CPU-only TensorFlow, CUDA_VISIBLE_DEVICES
+  hiding them, no NVIDIA driver, or a driver whose GPUs TensorFlow could not open (its CUDA libraries missing)."""
+  if not tf.test.is_built_with_gpu_support():
+    return f"this TensorFlow ({tf.__version__}) is a CPU-only build; install the GPU one: {GPU_INSTALL}"
+  hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+  if hidden is not None and not [d for d in hidden.split(",") if d.strip() not in ("", "-1")]:
+    return f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU; unset it or name the GPUs (CUDA_VISIBLE_DEVICES=0,1)"
+  if not nvidia_gpus_on_machine():
+    return ("this machine has no NVIDIA GPU driver loaded (/proc/driver/nvidia/gpus is empty); run on a GPU "
+            "machine, or pass --num_gpus=0 for the CPU")
+  return ("the NVIDIA driver lists GPUs but TensorFlow could not open them, most often because its CUDA "
+          f"libraries are missing (TensorFlow then logs 'Cannot dlopen some GPU libraries'): {GPU_INSTALL}"
+          + (f"; CUDA_VISIBLE_DEVICES={hidden!r} is set, check it names them" if hidden else ""))
+
+
+def _cross_device_ops(all_reduce_alg: str | None, devices: list[str]):
+  """MirroredStrategy's `cross_device_ops` for --all_reduce_alg (None: its own default)."""
+  if all_reduce_alg is None:
+    return None
+  if all_reduce_alg == "nccl":
+    if not all("GPU" in d.upper() for d in devices):
+      raise ValueError("--all_reduce_alg=nccl needs GPUs (NCCL sums on GPUs only); choose hierarchical_copy or "
+                       "ring, or leave it out")
+    return tf.distribute.NcclAllReduce()
+  if all_reduce_alg == "hierarchical_copy":
+    return tf.distribute.HierarchicalCopyAllReduce()
+  # Ring all-reduce among this machine's devices: TensorFlow's collective ops, as MultiWorkerMirroredStrategy
+  # uses between machines (the class is not exported under tf.distribute).
+  from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+
+  return cross_device_ops_lib.CollectiveAllReduce(
+      devices=devices, group_size=len(devices), options=tf.distribute.experimental.CommunicationOptions(
+          implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+
+
+def describe(strategy: tf.distribute.Strategy) -> str:
+  """`strategy MirroredStrategy: 2 replica(s) on /gpu:0, /gpu:1 (1 worker)`: a run's first log line."""
+  devices = getattr(strategy.extended, "worker_devices", None) or ()
+  shown = ", ".join(_short_device(d) for d in devices) or "the TPU's cores"
+  return (f"strategy {type(strategy).__name__}: {strategy.num_replicas_in_sync} replica(s) on {shown} "
+          f"({num_workers(strategy)} worker(s))")
+
+
+def _short_device(name: str) -> str:
+  """/job:localhost/replica:0/task:0/device:GPU:1 -> /gpu:1."""
+  kind, _, index = name.rsplit("device:", 1)[-1].partition(":")
+  return f"/{kind.lower()}:{index}"
+
+
+def _multi_worker_strategy(gpus: list[str], collective_implementation: str) -> tf.distribute.Strategy:
   config = os.environ.get("TF_CONFIG")
   if not config:
     raise ValueError(
@@ -51,8 +157,12 @@ def _multi_worker_strategy(num_gpus: int) -> tf.distribute.Strategy:
         "see docs/pretraining.md")
   check_tf_config(config)
   # NCCL between GPUs; ring all-reduce over gRPC for CPU-only workers.
-  implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL if num_gpus
-                    else tf.distribute.experimental.CommunicationImplementation.RING)
+  names = tf.distribute.experimental.CommunicationImplementation
+  if collective_implementation == "nccl" and not gpus:
+    raise ValueError("--collective_implementation=nccl needs GPUs on every worker, and TensorFlow sees none here: "
+                     + gpu_unavailable_reason())
+  implementation = {"nccl": names.NCCL, "ring": names.RING}.get(collective_implementation,
+                                                                names.NCCL if gpus else names.RING)
   return tf.distribute.MultiWorkerMirroredStrategy(
       communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
 

@@ -46,7 +46,9 @@ class FinetuningConfig:
   steps_per_loop: int = 50
   log_steps: int = 50
   distribution_strategy: str = "mirrored"
-  num_gpus: int = 0
+  num_gpus: int | None = None  # None: every GPU TensorFlow sees, else the CPU; 0: the CPU
+  all_reduce_alg: str | None = None  # mirrored: distribute.ALL_REDUCE_ALGS; None: MirroredStrategy's default
+  collective_implementation: str = "auto"  # multi_worker_mirrored: distribute.COLLECTIVE_IMPLEMENTATIONS
   tpu_name: str | None = None
   tpu_zone: str | None = None
   gcp_project: str | None = None
@@ -100,7 +102,7 @@ class FinetuningConfig:
 
   def strategy(self) -> tf.distribute.Strategy:
     return distribute.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu_name, self.tpu_zone,
-                                   self.gcp_project)
+                                   self.gcp_project, self.all_reduce_alg, self.collective_implementation)
 
 
 class TaskRunConfig:

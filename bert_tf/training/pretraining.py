@@ -51,7 +51,9 @@ class PretrainingConfig:
   steps_per_loop: int = 100
   log_steps: int = 100
   distribution_strategy: str = "mirrored"
-  num_gpus: int = 0
+  num_gpus: int | None = None  # None: every GPU TensorFlow sees, else the CPU; 0: the CPU
+  all_reduce_alg: str | None = None  # mirrored: distribute.ALL_REDUCE_ALGS; None: MirroredStrategy's default
+  collective_implementation: str = "auto"  # multi_worker_mirrored: distribute.COLLECTIVE_IMPLEMENTATIONS
   tpu_name: str | None = None
   tpu_zone: str | None = None
   gcp_project: str | None = None
@@ -402,9 +404,8 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
     return _evaluate_latest(config, masking)
   if strategy is None:
     strategy = distribute.get_strategy(config.distribution_strategy, config.num_gpus, config.tpu_name,
-                                       config.tpu_zone, config.gcp_project)
-  logging.info("strategy %s: %d replica(s), %d worker(s)", type(strategy).__name__,
-               strategy.num_replicas_in_sync, distribute.num_workers(strategy))
+                                       config.tpu_zone, config.gcp_project, config.all_reduce_alg,
+                                       config.collective_implementation)
   # One run per output directory; taken after the inputs were checked, so bad input writes nothing.
   with run_lock.RunLock(config.output_dir, enabled=distribute.is_chief(strategy)):
     return _pretrain(config, strategy, masking, trainer_cls)

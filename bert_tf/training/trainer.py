@@ -200,6 +200,10 @@ class Trainer:
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.iterator = iter(dataset)
+    # The run's first lines say where and how it computes (distribute.get_strategy logged the devices).
+    logging.info("training on %d replica(s), %d worker(s); dtype policy %s; XLA %s", self.num_replicas,
+                 self.num_workers, getattr(getattr(self.model, "dtype_policy", None), "name", "float32"),
+                 "on (--jit_compile)" if config.jit_compile else "off")
     self.output_dir = fileio.absolute(config.output_dir)
     self.evaluator = None if evaluation is None else EvalTracker(evaluation, self.model, strategy,
                                                                  self.output_dir)
