@@ -146,6 +146,72 @@ def test_every_bad_input_names_file_line_and_column(tmp_path):
       "field (\"\"); repair or delete that row")
 
 
+def _table(path, ext, rows):
+  """`rows` (the header first) as CSV, TSV or JSON lines written by hand: repeated names kept as they are."""
+  if ext == "jsonl":
+    path.write_text("".join("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in zip(rows[0], row))
+                            + "}\n" for row in rows[1:]))
+  else:
+    path.write_text("".join(("," if ext == "csv" else "\t").join(row) + "\n" for row in rows))
+  return str(path)
+
+
+@pytest.mark.parametrize("ext", ["csv", "tsv", "jsonl"])
+def test_a_column_named_twice_is_refused_naming_it(tmp_path, ext):
+  """Issue 30 (2): `sentence1,sentence1,label` trained on the last of the two columns."""
+  _table(tmp_path / f"twice.{ext}", ext, [("sentence1", "sentence1", "label"), ("good film", "x", "p")])
+  expected = {"jsonl": "twice.jsonl:1: the object has the key 'sentence1' twice; give each column once"}.get(
+      ext, f"twice.{ext}:1: the header names the column 'sentence1' twice (columns 1 and 2); give each column its "
+      "own name")
+  assert _error(tmp_path, f"twice.{ext}", None) == expected
+  # Unnamed columns (a spreadsheet's trailing empty ones) are no column a flag can name: still read.
+  if ext != "jsonl":
+    _table(tmp_path / f"blank.{ext}", ext, [("sentence1", "label", "", ""), ("good film", "p", "", ""),
+                                            ("bad film", "q", "", "")])
+    _, inputs = read(tmp_path, train_file=str(tmp_path / f"blank.{ext}"))
+    assert [e.label for e in inputs["train"].examples] == ["p", "q"]
+
+
+@pytest.mark.parametrize("ext", ["csv", "tsv", "jsonl"])
+def test_labels_lose_surrounding_spaces_and_fractions_are_refused_in_every_format(tmp_path, ext):
+  """Issue 30 (3): `"spam "` made a third class, and CSV labels 0.0, 0.5, ... 2.0 five classes."""
+  rows = [("sentence1", "label"), ("win a prize", "spam "), ("see you at six", "ham"), ("free entry", " spam"),
+          ("call me", "  ham  ")]
+  task, inputs = read(tmp_path, train_file=_table(tmp_path / f"sms.{ext}", ext, rows),
+                      validation_file=_table(tmp_path / f"dev.{ext}", ext, [rows[0], ("ok", "ham "), ("win", "spam")]),
+                      splits=("train", "dev"))
+  assert task.labels == ("ham", "spam")
+  assert [e.label for e in inputs["train"].examples] == ["spam", "ham", "spam", "ham"]
+  assert [e.label for e in inputs["dev"].examples] == ["ham", "spam"]
+  scores = [("sentence1", "label"), ("a", "0.0"), ("b", "2.0"), ("c", "0.5"), ("d", "1.0")]
+  line = 3 if ext == "jsonl" else 4
+  assert _error(tmp_path, f"sts.{ext}", None, train_file=_table(tmp_path / f"sts.{ext}", ext, scores)) == (
+      f"sts.{ext}:{line}: column 'label': 0.5 is not a class name or integer; to predict numbers pass "
+      "--task_type=regression")
+  for fraction in ("1e-3", ".25", "-2.5"):
+    assert f"column 'label': {fraction} is not a class name or integer" in _error(
+        tmp_path, f"more.{ext}", None, train_file=_table(tmp_path / f"more.{ext}", ext, [scores[0], ("a", fraction)]))
+  # A number that is an integer stays the name it is written as; names that are no number are names.
+  kept = [scores[0], ("a", "1.0"), ("b", "2.0"), ("c", "v1.5"), ("d", "3")]
+  task, _ = read(tmp_path, train_file=_table(tmp_path / f"kept.{ext}", ext, kept))
+  assert task.labels == ("1.0", "2.0", "3", "v1.5")
+
+
+@pytest.mark.parametrize("ext", ["csv", "tsv", "jsonl"])
+def test_a_field_longer_than_pythons_csv_limit_is_read_in_every_format(tmp_path, ext):
+  """Issue 30 (7): a CSV or TSV field over 131,072 characters (csv's default limit) was refused."""
+  import csv as csv_module
+
+  text = "word " * 40_000 + "end"  # 200,003 characters
+  default = csv_module.field_size_limit(131_072)  # as a new process has it (another reader may have raised it)
+  try:
+    rows = [("sentence1", "label"), (text, "p"), ("short", "q")]
+    _, inputs = read(tmp_path, train_file=_table(tmp_path / f"long.{ext}", ext, rows))
+  finally:
+    csv_module.field_size_limit(default)
+  assert [e.text_a for e in inputs["train"].examples] == [text, "short"]
+
+
 def test_a_quote_inside_an_unquoted_field_is_text_even_on_the_last_row(tmp_path):
   path = tmp_path / "q.csv"
   path.write_text('sentence1,label\n"a ""big"" one",p\nthe 5" screen,q\n')

@@ -217,6 +217,10 @@ def test_json_lines_read_as_the_column_files(tmp_path):
   os.makedirs(tmp_path / "own")
   write(tmp_path / "own" / "dev.jsonl", "")
   assert ner.split_file(str(tmp_path / "own"), "dev") == str(tmp_path / "own" / "dev.jsonl")
+  # Tags without the spaces around them (issue 30, 3), as a column file's are.
+  spaced = [json.dumps({"tokens": list(w), "tags": [f" {tag} " for tag in t]}) for w, t in zip(WORDS, IOB2)]
+  assert [s.tags for s in ner.read_conll(write(tmp_path / "spaced.jsonl", "\n".join(spaced))).sentences] == [
+      s.tags for s in columns.sentences]
   # Errors name the sentence's line; the scheme's and the model's checks too.
   with pytest.raises(ValueError) as info:
     ner.check_types(conll, ("LOC", "PER"), "the model")

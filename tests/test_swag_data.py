@@ -108,6 +108,16 @@ def test_own_files_csv_without_index_and_json_lines(tmp_path):
                                "'ending1', 'ending3', 'label', 'id'")
 
 
+def test_a_label_loses_surrounding_spaces_in_csv_and_json_lines(tmp_path):
+  """Issue 30 (3): labels are read without the spaces around them in every format, as the classifier's."""
+  import json
+
+  csv_label = swag.read_examples(write(tmp_path / "train.csv", [HEADER, ROWS[2][:-1] + " 2 "]), has_labels=True)
+  record = {"sent1": "Rain falls.", "sent2": "The", **{f"ending{i}": "e." for i in range(4)}, "label": " 2"}
+  json_label = swag.read_examples(write(tmp_path / "train.jsonl", [json.dumps(record)]), has_labels=True)
+  assert [e.label for e in csv_label.examples + json_label.examples] == [2, 2]
+
+
 @pytest.mark.parametrize("lines, line, message", [
     # A row with a field too few (an ending lost).
     ([HEADER, ROWS[0], "5,v,1,s,Rain.,The,gold,a.,b.,c.,0"], 3, "11 comma-separated fields, expected 12 as in the "

@@ -17,11 +17,15 @@ import glob
 import gzip
 import io
 import os
+import sys
 from typing import Any, Iterable, Iterator, Sequence
 
 from bert_tf import fileio
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# Python's csv reader refuses a field over 131,072 characters by default; a long document in a CSV or TSV file is
+# read as JSON lines reads it (and cut to --max_seq_length later). The limit is a C long.
+FIELD_SIZE_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
 class CorpusDecodeError(ValueError):
@@ -132,6 +136,7 @@ def csv_records(path: str, advice: str, repair: str, delimiter: str = ",",
       consumed.append(line)
       yield line
 
+  csv.field_size_limit(FIELD_SIZE_LIMIT)
   reader = csv.reader(lines(), delimiter=delimiter, quoting=quoting)
   while True:
     first = reader.line_num + 1
@@ -225,8 +230,9 @@ class Table:
 def read_table(path: str, fmt: str, repair: str = REPAIR, empty: str = "it needs a header row naming the "
                "columns, then the rows") -> Table:
   """Opens `path` in format `fmt` ("csv", "tsv" or "jsonl"). ValueError naming path:line for an empty CSV or
-  TSV file (`empty` says what to do), a row with more or fewer fields than the header (`repair` says what to
-  do), a line that is not a JSON object, or bytes that are not UTF-8; FileNotFoundError for a missing file."""
+  TSV file (`empty` says what to do), a column named twice (in the header, or as a key of a JSON object), a row
+  with more or fewer fields than the header (`repair` says what to do), a line that is not a JSON object, or bytes
+  that are not UTF-8; FileNotFoundError for a missing file. Fields of any length are read."""
   if not fileio.exists(path):
     raise FileNotFoundError(f"{path} does not exist")
   if fmt == "jsonl":
@@ -237,6 +243,13 @@ def read_table(path: str, fmt: str, repair: str = REPAIR, empty: str = "it needs
   if first is None:
     raise ValueError(f"{path}:1: the file is empty; {empty}")
   header_line, _, header = first
+  seen: dict[str, int] = {}
+  for number, name in enumerate(header, start=1):
+    # Unnamed columns (a spreadsheet's trailing empty ones) cannot be chosen by a flag, so they may repeat.
+    if name in seen and name:
+      raise ValueError(f"{path}:{header_line}: the header names the column {name!r} twice (columns {seen[name]} "
+                       f"and {number}); give each column its own name")
+    seen.setdefault(name, number)
 
   def rows():
     for line, last, row in records:
@@ -257,16 +270,33 @@ def json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def json_objects(lines: Iterable[str], path: str, example: str) -> Iterator[tuple[int, dict[str, Any]]]:
   """(line, object) per non-blank line of JSON lines text (`lines`, 1-based numbers); ValueError naming
-  path:line for a line that is not JSON or not an object, with `example`, a line of the kind expected."""
+  path:line for a line that is not JSON or not an object, with `example`, a line of the kind expected, or for an
+  object with a key twice (json.loads would keep the last value, as a CSV header's repeated column would)."""
   for number, text in enumerate(lines, start=1):
     if not text.strip():
       continue
     try:
-      value = json.loads(text)
+      value = json.loads(text, object_pairs_hook=_object_of_distinct_keys)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno}); JSON lines hold one object "
                        f"a line, e.g. {example}") from None
+    except _RepeatedKey as e:
+      raise ValueError(f"{path}:{number}: the object has the key {e.key!r} twice; give each column once") from None
     if not isinstance(value, dict):
       raise ValueError(f"{path}:{number}: a JSON {type(value).__name__}, not an object; JSON lines hold one "
                        f"object a line, e.g. {example}")
     yield number, value
+
+
+class _RepeatedKey(Exception):
+  def __init__(self, key: str):
+    super().__init__(key)
+    self.key = key
+
+
+def _object_of_distinct_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+  value = dict(pairs)
+  if len(value) != len(pairs):
+    seen: set[str] = set()
+    raise _RepeatedKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+  return value

@@ -14,7 +14,8 @@ ignored. The task is a sentence pair task when the training file has the text_b 
 given). The test file's label column is optional; when present its labels are checked like dev's.
 
 Labels. Classification (--task_type=classification, the default): a label is a name (CSV/TSV: the field's text;
-JSON: a string, an integer or a boolean, one type per file). The model's labels, in id order, are --labels when
+JSON: a string, an integer or a boolean, one type per file), without the spaces around it ("spam " is "spam"); a
+number that is not an integer ("0.5", in any format) is refused: --task_type=regression predicts numbers. The model's labels, in id order, are --labels when
 given, else the sorted set of the training file's labels (numerically when every label is an integer, so "2"
 comes before "10"). They are stored with the model (`classifier/classifier.json`) and in the export's manifest,
 so evaluation, test predictions and the exported model speak the user's label strings. Regression
@@ -55,6 +56,8 @@ DEFAULT_TEXT_B = "sentence2"
 # What the test predictions are written as, by the test file's format.
 PREDICTIONS = {"csv": "test_predictions.csv", "tsv": "test_predictions.tsv", "jsonl": "test_predictions.jsonl"}
 _INTEGER = re.compile(r"[+-]?\d+")
+# A number written with a fraction or an exponent ("0.5", "2.0", "1e-3"): a class label only when it is an integer.
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][+-]?\d+)?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,9 +201,14 @@ class _Labels:
       return str(int(value))
     if kind != "a string":
       raise ValueError(f"{where}: {kind} is not a label; give a string or an integer")
-    if not value.strip():
+    label = value.strip()  # "spam " is spam: a stray space (CSV, TSV or JSON) makes no class of its own
+    if not label:
       raise ValueError(f"{where}: empty label; give every row its label, or delete the row")
-    return value
+    if _DECIMAL.fullmatch(label) and not float(label).is_integer():
+      # CSV and TSV have no number type: "0.5" is the number a JSON 0.5 is, refused alike.
+      raise ValueError(f"{where}: {label} is not a class name or integer; to predict numbers pass "
+                       "--task_type=regression")
+    return label
 
 
 def _number(text: str) -> float | None:

@@ -236,7 +236,8 @@ def parse_json_lines(data: bytes, path: str, scheme: str = "auto") -> ConllFile:
       if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         found = "it has " + ", ".join(repr(k) for k in record) if key not in record else "not a list of words"
         raise ValueError(f"{path}:{number}: column {key!r}: give a list of non-empty strings ({found})")
-    tokens, tags = record["tokens"], record["tags"]
+    # Tags without the spaces around them, as a CoNLL file's columns are ("B-PER " is B-PER).
+    tokens, tags = record["tokens"], [tag.strip() for tag in record["tags"]]
     if not tokens or len(tokens) != len(tags):
       raise ValueError(f"{path}:{number}: {len(tokens)} tokens and {len(tags)} tags; give one tag per token, "
                        "and at least one token")

@@ -128,6 +128,7 @@ def read_examples(path: str, has_labels: bool) -> SwagReadResult:
     if has_labels:
       text = row[LABEL_COLUMN]
       text = str(text) if isinstance(text, int) and not isinstance(text, bool) else text
+      text = text.strip() if isinstance(text, str) else text  # " 1" is 1, in CSV and JSON lines alike
       if text not in {str(i) for i in range(NUM_CHOICES)}:
         raise ValueError(f"{path}:{first}: label {text!r} is not one of 0-{NUM_CHOICES - 1} (the index of the "
                          "true ending); repair or delete that row")
