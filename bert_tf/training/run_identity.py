@@ -1,0 +1,341 @@
+"""What a run is, recorded in its --output_dir, so that a rerun never silently changes what a finished run means.
+
+A training run (any task's --do_train, and pretraining) writes `<output_dir>/run.json` before its first step:
+
+  {"format": 1, "task": "classifier",
+   "settings": {"train_file": {"path": "/data/sms/train.csv", "bytes": 5120, "sha256": "9f86d0..."},
+                "labels": ["ham", "spam"], "learning_rate": 5e-05, "bert_config": {...}, ...},
+   "resumable": {"num_train_epochs": 3.0}}
+
+`settings` are what shapes the weights: the task, the training data (path and content fingerprint), labels and
+columns, task type, init checkpoint, model config, sequence length, vocabulary (its content), and the
+optimisation settings (learning rate, schedule, batch size, seed, optimizer, precision, accumulation). A rerun
+whose settings differ in any of them is refused before any work, by `start_run`, in one line naming each
+difference (`name: old -> new`) and the two ways out: another --output_dir, or --overwrite_output_dir, which
+starts over (`start_over`). A data file or vocabulary found at another path with the same content is the same
+input (said, not refused).
+
+`resumable` is the length of training (num_train_epochs, num_train_steps): a rerun asking for more resumes from
+the run's checkpoint and says so (the trainer then logs the steps). What does not change the weights (logging,
+checkpoint and evaluation cadence, batch sizes of evaluation and prediction, the export) is not recorded and may
+change freely.
+
+A run directory made before this record (checkpoints, no run.json) is taken as this run's, said, and recorded.
+A record whose run saved no weights yet (no checkpoint, no model folder: it stopped before its first checkpoint)
+binds nothing: a rerun with other settings replaces it, and says so. Only the chief of a multi-worker job writes;
+every process checks, so all refuse alike. Without --do_train nothing is checked or written: evaluation and
+prediction read a model, they do not make one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import os
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from absl import logging
+
+from bert_tf import fileio
+
+RECORD_NAME = "run.json"
+FORMAT = 1
+# Files up to this size are hashed whole; larger ones (pretraining shards) by their size and ends
+# (`fileio.fingerprint`).
+WHOLE_FILE_BYTES = 64 << 20
+# What every training run may write in its output dir (`start_over` removes these and the task's own names).
+COMMON_OUTPUTS = ("checkpoints", "train", "eval", "best", "eval_results.txt", "eval_results.json", RECORD_NAME)
+_OVERWRITE = "--overwrite_output_dir"
+
+
+class RunChanged(ValueError):
+  """A rerun whose settings differ from those its --output_dir's run was trained with."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunIdentity:
+  """What defines a run: `task` (the script: "classifier", "squad", "ner", "swag", "pretraining"), `settings`
+  (name -> a JSON value, or a `file_entry` / `files_entry` for inputs; a dict is compared key by key) and
+  `resumable` (the length of training, which a rerun may extend)."""
+
+  task: str
+  settings: Mapping[str, Any]
+  resumable: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  def as_json(self) -> dict:
+    from bert_tf import __version__
+
+    return _plain({"format": FORMAT, "task": self.task, "settings": dict(self.settings),
+                   "resumable": dict(self.resumable), "bert_tf": __version__,
+                   "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
+
+def _plain(value: Any) -> Any:
+  """`value` as it reads back from JSON (tuples become lists), so a record and a new identity compare equal."""
+  return json.loads(json.dumps(value))
+
+
+# -- Building a record ----------------------------------------------------------------------------------------
+
+
+def file_entry(path: str | None) -> dict | None:
+  """The record of an input file: its absolute path, size and SHA-256 (`fileio.fingerprint`); None for none."""
+  if not path:
+    return None
+  size, *sampled, digest = fileio.fingerprint(path, WHOLE_FILE_BYTES).split(":")
+  return {"path": fileio.absolute(path), "bytes": int(size), "sha256": digest, **({"sampled": True} if sampled
+                                                                                 else {})}
+
+
+def files_entry(pattern: str, paths: Sequence[str]) -> dict:
+  """The record of the files a comma-separated glob `pattern` matched (pretraining's --input_file): the pattern,
+  their number, total size and one SHA-256 over each file's name and fingerprint (sampled above
+  WHOLE_FILE_BYTES), read 16 files at a time (object stores answer each read in tens of milliseconds)."""
+  import hashlib
+
+  with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    prints = list(pool.map(lambda path: fileio.fingerprint(path, WHOLE_FILE_BYTES), paths))
+  digest = hashlib.sha256()
+  for path, print_ in zip(paths, prints):
+    digest.update(f"{os.path.basename(path)}\t{print_}\n".encode())
+  return {"path": pattern, "files": len(paths), "bytes": sum(int(p.split(":")[0]) for p in prints),
+          "sha256": digest.hexdigest()}
+
+
+def checkpoint_name(path: str | None) -> str | None:
+  """--init_checkpoint as recorded: a released name (`hf:...`, `keras_hub:...`) as given, a path absolute and
+  without a trailing "/" (the same checkpoint named from another working directory is the same)."""
+  if not path:
+    return None
+  if ":" in path.split("/")[0] and not fileio.is_remote(path):
+    return path
+  return fileio.absolute(path.rstrip("/"))
+
+
+def finetuning_settings(ft) -> dict:
+  """The settings of a `finetuning.FinetuningConfig` that shape the weights (the task adds its data, labels,
+  lengths and vocabulary); num_train_epochs is resumable, the rest of it (cadences, evaluation, devices) is
+  not part of what the run is."""
+  return {"init_checkpoint": checkpoint_name(ft.init_checkpoint), "bert_config": ft.bert_config.to_dict(),
+          "train_batch_size": ft.train_batch_size, "learning_rate": ft.learning_rate,
+          "warmup_proportion": ft.warmup_proportion, "optimizer": ft.optimizer, "dtype": ft.dtype,
+          "gradient_accumulation_steps": ft.gradient_accumulation_steps, "seed": ft.seed}
+
+
+# -- Reading and comparing ------------------------------------------------------------------------------------
+
+
+def record_path(output_dir: str) -> str:
+  return fileio.join(fileio.absolute(output_dir), RECORD_NAME)
+
+
+def read(output_dir: str) -> dict | None:
+  """The run record of `output_dir`, or None where there is none; ValueError naming the file when it is not
+  one (a damaged file: the user decides, as for a changed run)."""
+  path = record_path(output_dir)
+  if not fileio.exists(path):
+    return None
+  try:
+    with fileio.open_file(path, "r") as f:
+      record = json.loads(f.read())
+  except ValueError as e:
+    record = e
+  if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+    raise ValueError(f"{path}: not a run record bert_tf wrote (unreadable JSON, or no \"settings\"); pass "
+                     f"{_OVERWRITE} to start the run over, or another --output_dir")
+  return record
+
+
+def write(output_dir: str, identity: RunIdentity) -> str:
+  """Writes `<output_dir>/run.json` whole or not at all; returns its path."""
+  path = record_path(output_dir)
+  fileio.write_text_atomic(path, json.dumps(identity.as_json(), indent=2) + "\n")
+  return path
+
+
+def _is_file(value: Any) -> bool:
+  return isinstance(value, dict) and "sha256" in value
+
+
+def _same(old: Any, new: Any) -> bool:
+  if _is_file(old) and _is_file(new):  # the content decides, not where it lies
+    return all(old.get(k) == new.get(k) for k in ("bytes", "sha256", "files"))
+  return old == new
+
+
+def _show(value: Any) -> str:
+  """A recorded value as a difference shows it: lists comma-joined, None as none, files with their size and
+  hash's first 12 digits."""
+  if value is None:
+    return "none"
+  if isinstance(value, bool):
+    return str(value).lower()
+  if isinstance(value, float):
+    return repr(value)
+  if isinstance(value, (list, tuple)):
+    return ",".join(_show(v) for v in value) or "none"
+  if _is_file(value):
+    count = f"{value['files']} files, " if "files" in value else ""
+    return f"{value.get('path')} ({count}{value.get('bytes')} bytes, sha256 {str(value.get('sha256'))[:12]})"
+  return str(value)
+
+
+def _leaves(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+  """Nested dicts (bert_config) flattened to dotted names; files stay whole."""
+  out = {}
+  for name, value in settings.items():
+    if isinstance(value, dict) and not _is_file(value):
+      out.update(_leaves(value, f"{prefix}{name}."))
+    else:
+      out[f"{prefix}{name}"] = value
+  return out
+
+
+def differences(recorded: Mapping[str, Any], identity: RunIdentity) -> list[str]:
+  """`name: old -> new` for each recorded setting (and the task) that `identity` changes. A name only one side
+  has is left out: a record written by another version of bert_tf holds other names."""
+  found = []
+  if recorded.get("task") not in (None, identity.task):
+    found.append(f"task: {recorded['task']} -> {identity.task}")
+  old, new = _leaves(recorded.get("settings", {})), _leaves(_plain(dict(identity.settings)))
+  for name in old:
+    if name in new and not _same(old[name], new[name]):
+      found.append(f"{name}: {_show(old[name])} -> {_show(new[name])}")
+  return found
+
+
+def _moved(recorded: Mapping[str, Any], identity: RunIdentity) -> list[str]:
+  """The inputs found at another path with the recorded content."""
+  old, new = _leaves(recorded.get("settings", {})), _leaves(_plain(dict(identity.settings)))
+  return [f"{name}: {old[name]['path']} -> {new[name]['path']} (the same content)" for name in old
+          if name in new and _is_file(old[name]) and _is_file(new[name]) and _same(old[name], new[name])
+          and old[name].get("path") != new[name].get("path")]
+
+
+# -- The check every training run makes -----------------------------------------------------------------------
+
+
+def has_weights(output_dir: str, model_dirs: Sequence[str] = ()) -> bool:
+  """Whether `output_dir` holds trained weights: a training checkpoint (checkpoints/checkpoint, TensorFlow's
+  state file) or one of the task's model folders (`model_dirs`: classifier, squad_model, encoder_checkpoint)."""
+  output_dir = fileio.absolute(output_dir)
+  return fileio.exists(fileio.join(output_dir, "checkpoints", "checkpoint")) or any(
+      fileio.exists(fileio.join(output_dir, name)) for name in model_dirs)
+
+
+def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, chief: bool | None = None,
+              outputs: Sequence[str] = (), model_dirs: Sequence[str] = (), inputs: Iterable[str | None] = (),
+              say: Callable[[str], None] = logging.info) -> None:
+  """What a training run does with its --output_dir before any feature file or training step.
+
+  With `overwrite` (--overwrite_output_dir), first removes what earlier runs wrote there (`start_over`:
+  COMMON_OUTPUTS and the task's `outputs`, names or globs; `inputs`, the run's own input paths, must not be
+  among them). Then compares `identity` with the recorded run: raises RunChanged (one line: each difference and
+  the two ways out) when the recorded run saved weights (`has_weights` with the task's `model_dirs`) and any
+  setting differs; says which inputs moved (same content) and which resumable lengths changed. Finally the chief
+  (`chief`; None: from TF_CONFIG) writes the record (`write`).
+
+  Call it holding the run's lock (`run_lock.RunLock`), which the scripts take before the run starts.
+  """
+  from bert_tf.training import run_lock
+
+  output_dir = fileio.absolute(output_dir)
+  chief = run_lock.is_chief_from_env() if chief is None else chief
+  check_output_dir(output_dir)
+  names = (*COMMON_OUTPUTS, *outputs, *model_dirs)
+  if overwrite:
+    start_over(output_dir, names, inputs, chief, say)
+  recorded = read(output_dir)
+  if recorded is None:
+    if has_weights(output_dir, model_dirs):
+      say(f"{output_dir}: a run from before run records (no {RECORD_NAME}): taken as this run and resumed; its "
+          f"settings are recorded now")
+  else:
+    changed = differences(recorded, identity)
+    if changed and has_weights(output_dir, model_dirs):
+      raise RunChanged(
+          f"{output_dir} holds a run trained with other settings ({'; '.join(changed)}); give another "
+          f"--output_dir to keep that run, or pass {_OVERWRITE} to start over there")
+    if changed:
+      say(f"{output_dir}: the run recorded there saved no weights yet; starting over with other settings "
+          f"({'; '.join(changed)})")
+    for line in _moved(recorded, identity):
+      say(f"{output_dir}: {line}")
+    before = recorded.get("resumable") or {}
+    for name, value in _plain(dict(identity.resumable)).items():
+      if name in before and before[name] != value and not changed:
+        say(f"{name}: {_show(before[name])} -> {_show(value)}: the run in {output_dir} continues from its last "
+            "checkpoint")
+  if chief:
+    write(output_dir, identity)
+
+
+def check_output_dir(output_dir: str, flag: str = "--output_dir") -> None:
+  """ValueError when local `output_dir`, or a folder on its way, is a file: one line instead of the traceback
+  that creating a folder there would end in."""
+  if not output_dir or fileio.is_remote(output_dir):
+    return
+  path = os.path.abspath(output_dir)
+  while not os.path.isdir(path):
+    if os.path.exists(path):
+      what = "is a file" if path == os.path.abspath(output_dir) else f"lies under {path}, which is a file"
+      raise ValueError(f"{flag}={output_dir} {what}, not a folder; give a folder (created if missing)")
+    if os.path.dirname(path) == path:
+      return
+    path = os.path.dirname(path)
+
+
+# -- Starting over --------------------------------------------------------------------------------------------
+
+
+def _within(path: str, folder: str) -> bool:
+  path, folder = path.rstrip("/"), folder.rstrip("/")
+  return path == folder or path.startswith(folder + "/") or path.startswith(folder + os.sep)
+
+
+def _several_workers() -> bool:
+  """Whether TF_CONFIG describes a job of more than one process (multi-worker training)."""
+  try:
+    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    return sum(len(cluster.get(kind, ())) for kind in ("chief", "worker")) > 1
+  except (ValueError, AttributeError, TypeError):
+    return False
+
+
+def start_over(output_dir: str, names: Sequence[str], inputs: Iterable[str | None] = (), chief: bool = True,
+               say: Callable[[str], None] = logging.info) -> list[str]:
+  """--overwrite_output_dir: removes the entries of `output_dir` that a run writes (`names`: names or globs),
+  and nothing else (a file of the user's stays, and is named); returns the removed paths. Refuses (ValueError)
+  when one of the run's `inputs` (--init_checkpoint, the data, the vocabulary) lies inside what would go, and
+  under a multi-worker job (the workers share the folder and could read a checkpoint the chief is removing:
+  clear it before starting them). The lock file and hidden temporaries are not the run's outputs."""
+  output_dir = fileio.absolute(output_dir)
+  if not fileio.isdir(output_dir):
+    return []
+  entries = fileio.listdir(output_dir)
+  doomed = [name for name in entries if any(fnmatch.fnmatchcase(name, pattern) for pattern in names)]
+  if not doomed:
+    return []
+  paths = [fileio.join(output_dir, name) for name in doomed]
+  for given in inputs:
+    if not given or given.startswith(("hf:", "keras_hub:")):
+      continue
+    given = fileio.absolute(given)
+    inside = next((path for path in paths if _within(given, path)), None)
+    if inside:
+      raise ValueError(f"{given} (an input of this run) lies in {inside}, which {_OVERWRITE} would remove; "
+                       "copy it elsewhere first, or give another --output_dir")
+  if _several_workers() and [name for name in doomed if name != RECORD_NAME]:
+    raise ValueError(f"{_OVERWRITE} with several workers: they share {output_dir}; remove the earlier run's "
+                     f"{', '.join(doomed)} there before starting the job, or give another --output_dir")
+  if not chief:
+    return []
+  for path in paths:
+    fileio.remove_tree(path)
+  kept = [name for name in entries if name not in doomed and not name.startswith(".")]
+  say(f"{_OVERWRITE}: removed {', '.join(doomed)} from {output_dir}"
+      + (f"; kept {', '.join(kept)} (not written by a run)" if kept else ""))
+  return paths
