@@ -11,6 +11,7 @@ leaves a file that looks complete.
 from __future__ import annotations
 
 import glob as _glob
+import hashlib
 import os
 import random
 import shutil
@@ -77,6 +78,38 @@ def open_file(path: str, mode: str = "rb"):
 
 def size(path: str) -> int:
   return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def fingerprint(path: str, whole_up_to: int | None = None) -> str:
+  """`<size>:<SHA-256 hex>` of the file's bytes: what names a file's content (a changed data or vocab file gets
+  new features; a run records its inputs by it).
+
+  Files larger than `whole_up_to` bytes (None: no limit) are hashed by their size, first and last MiB:
+  `<size>:sampled:<hex>`. For pretraining shards of gigabytes, where reading every byte at each start would
+  cost minutes; a file rewritten with other content changes its size or its ends in practice."""
+  digest, length = hashlib.sha256(), size(path)
+  with open_file(path, "rb") as f:
+    if whole_up_to is None or length <= whole_up_to:
+      for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+      return f"{length}:{digest.hexdigest()}"
+    digest.update(f.read(1 << 20))
+    f.seek(max(length - (1 << 20), 0))
+    digest.update(f.read(1 << 20))
+  return f"{length}:sampled:{digest.hexdigest()}"
+
+
+def remove_tree(path: str) -> None:
+  """Removes the file or folder `path` with everything under it (local or remote)."""
+  if is_remote(path):
+    if _gfile().isdir(path):
+      _gfile().rmtree(path)
+    else:
+      _gfile().remove(path)
+  elif os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path)
+  else:
+    os.remove(path)
 
 
 def makedirs_for(path: str) -> None:

@@ -120,13 +120,7 @@ def feature_file_key(*parts: Any) -> str:
   return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
 
 
-def file_fingerprint(path: str) -> str:
-  """Size and SHA-256 of a (small) input file: a changed data or vocab file gets new features."""
-  digest = hashlib.sha256()
-  with fileio.open_file(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return f"{fileio.size(path)}:{digest.hexdigest()}"
+file_fingerprint = fileio.fingerprint  # "<size>:<sha256>" of an input file: a changed file gets new features
 
 
 def _serialize(encoded: EncodedExample, label: int | float, is_regression: bool, is_real: bool) -> bytes:
@@ -470,7 +464,9 @@ def read_spec(directory: str) -> ClassifierSpec:
                             "(run_classifier.py writes <output_dir>/classifier/)")
   with fileio.open_file(spec_path, "rb") as f:
     values = json.loads(f.read().decode("utf-8"))
-  return ClassifierSpec(**{**values, "labels": tuple(values["labels"])})
+  # Other keys (converted_from, in a folder converted from Hugging Face) say where the model came from.
+  fields = {field.name for field in dataclasses.fields(ClassifierSpec)}
+  return ClassifierSpec(**{**{k: v for k, v in values.items() if k in fields}, "labels": tuple(values["labels"])})
 
 
 def load_classifier(directory: str) -> tuple[BertClassifier, ClassifierSpec, str]:
