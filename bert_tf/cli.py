@@ -134,6 +134,9 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
   flags.DEFINE_integer("log_steps", log_steps, "A progress line and TensorBoard summaries every this many updates.")
   flags.DEFINE_bool("deterministic", False, "Enable TensorFlow op determinism (slower; same seed, same weights, "
                     "also across a kill and resume).")
+  flags.DEFINE_bool("overwrite_output_dir", False, "Start the run over: remove what an earlier run wrote in "
+                    "--output_dir (checkpoints, model, results; other files stay). Without it a rerun resumes, and "
+                    "one with other settings (data, labels, learning rate, ...: <output_dir>/run.json) is refused.")
   _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
 
 
@@ -159,8 +162,9 @@ def define_evaluation_flags(flag_values=None) -> None:
                        "at the end, with the task's metric; logged and in TensorBoard under eval/ (0: off).")
   flags.DEFINE_bool("keep_best_checkpoint", False, "Save and export the evaluated weights with the best "
                     "--metric_for_best, not the last ones (eval_results say which step).")
-  flags.DEFINE_string("metric_for_best", None, "The metric that picks the best evaluation (default: the task's "
-                      "headline: accuracy, F1, Matthews or Pearson correlation, entity F1; a loss: the lowest).")
+  flags.DEFINE_string("metric_for_best", None, "The metric of eval_results that picks the best evaluation (default: "
+                      "the task's headline: accuracy, F1, Matthews or Pearson correlation, entity F1); the highest "
+                      "wins, the lowest for a loss.")
   flags.DEFINE_integer("early_stopping_patience", 0, "Stop training after this many evaluations without a "
                        "better --metric_for_best (0: never).")
   _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
@@ -223,7 +227,7 @@ def training_flag_values(flag_values=None) -> dict:
               **{name: FLAGS[name].value for name in (
                   "save_checkpoints_steps", "log_steps", "num_gpus", "all_reduce_alg", "collective_implementation",
                   "tpu_name", "tpu_zone", "gcp_project",
-                  "optimizer", "dtype", "jit_compile", "gradient_accumulation_steps")})
+                  "optimizer", "dtype", "jit_compile", "gradient_accumulation_steps", "overwrite_output_dir")})
 
 
 class _BoundFlags:

@@ -30,7 +30,8 @@ flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model (de
 flags.DEFINE_integer("max_seq_length", 128, "WordPieces per line, [CLS] and [SEP] included; longer lines are "
                      "truncated.")
 flags.DEFINE_string("init_checkpoint", None, "The model's weights (see above).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the model (default: the one that comes with "
+                    "--init_checkpoint: in its folder or beside its bert_config.json).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models; --nodo_lower_case for "
                   "cased ones).")
 flags.DEFINE_integer("batch_size", 32, "Lines per batch.")

@@ -10,7 +10,8 @@ google-research/bert's flag names; see docs/finetuning.md. Examples (from a pret
 
 --init_checkpoint takes a pretraining output dir or checkpoint, encoder_checkpoint/, encoder_savedmodel/, a
 scripts/convert_checkpoint.py output, a google-research checkpoint (bert_model.ckpt) or a Hugging Face directory;
-for --do_eval/--do_predict alone, a run's <output_dir>/classifier.
+for --do_eval/--do_predict alone, a run's <output_dir>/classifier. --vocab_file defaults to the vocab.txt that
+comes with it (a converted, Hugging Face or fine-tuned model's folder has one; a pretraining output dir has not).
 """
 
 import json
@@ -23,21 +24,25 @@ FLAGS = flags.FLAGS
 # google-research/bert's flags, with its defaults.
 flags.DEFINE_string("task_name", None, "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI or AX.")
 flags.DEFINE_string("data_dir", None, "The task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model (default: the one that comes with "
+                    "--init_checkpoint: in its folder or beside its bert_config.json).")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")
 flags.DEFINE_string("init_checkpoint", None, "The pretrained encoder (see above).")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results, predictions and classifier/ go.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set(s).")
-flags.DEFINE_bool("do_predict", False, "Predict the test set(s) in the GLUE submission format.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on the training set: --train_file, or a GLUE task's train.tsv.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set: --validation_file, or a GLUE task's dev.tsv (MNLI: "
+                  "matched and mismatched).")
+flags.DEFINE_bool("do_predict", False, "Predict the test set: --test_file into test_predictions.csv/.tsv/.jsonl "
+                  "(label strings; scored too when it has labels), or a GLUE task's test.tsv in the GLUE submission "
+                  "format.")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece, [CLS] and [SEP]s included.")
 flags.DEFINE_integer("train_batch_size", 32, "Global training batch.")
 flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch (per worker).")
 flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch (per worker).")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over train.tsv.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training set.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warmup.")
 # The shared training flags (as scripts/run_pretraining.py): save_checkpoints_steps, iterations_per_loop, use_tpu,
 # tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
@@ -102,8 +107,6 @@ def _config():
   data_files = _data_files()
   if not FLAGS.output_dir:
     raise ValueError("--output_dir is required")
-  if not FLAGS.vocab_file:
-    raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
   try:
     rates = tuple(float(r) for r in FLAGS.learning_rates)
   except ValueError:
@@ -117,8 +120,9 @@ def _config():
       learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
       warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
       **cli.training_flag_values(), **cli.evaluation_flag_values())
+  vocab_file = finetuning.vocab_file_for(FLAGS.vocab_file, FLAGS.init_checkpoint)  # after the config's checks
   return glue_finetuning.ClassifierConfig(
-      task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft,
+      task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, vocab_file=vocab_file, finetuning=ft,
       do_lower_case=FLAGS.do_lower_case, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
       do_predict=FLAGS.do_predict, max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir,
       dynamic_padding=FLAGS.dynamic_padding, max_train_examples=FLAGS.max_train_examples,

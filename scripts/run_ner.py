@@ -25,7 +25,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of eng.train, eng.testa, eng.testb (the CoNLL-2003 release), "
                     "train.txt, valid.txt, test.txt (a common copy) or train.jsonl, dev.jsonl, test.jsonl (JSON lines "
                     '{"tokens": [...], "tags": [...]}).')
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model (default: the one that comes with "
+                    "--init_checkpoint: in its folder or beside its bert_config.json).")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")
 flags.DEFINE_string("init_checkpoint", None, "The pretrained encoder (see above).")
@@ -76,8 +77,6 @@ def _config():
     raise ValueError("--output_dir is required")
   if not FLAGS.data_dir:
     raise ValueError("--data_dir is required: the folder of eng.train, eng.testa, eng.testb")
-  if not FLAGS.vocab_file:
-    raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
   ft = finetuning.FinetuningConfig(
       output_dir=FLAGS.output_dir,
       bert_config=finetuning.bert_config_for(FLAGS.bert_config_file, FLAGS.init_checkpoint),
@@ -85,8 +84,9 @@ def _config():
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
       num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
       **cli.training_flag_values(), **cli.evaluation_flag_values())
+  vocab_file = finetuning.vocab_file_for(FLAGS.vocab_file, FLAGS.init_checkpoint)  # after the config's checks
   return ner_run.NerConfig(
-      data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
+      data_dir=FLAGS.data_dir, vocab_file=vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
       max_seq_length=FLAGS.max_seq_length, tag_scheme=FLAGS.tag_scheme, label_scheme=FLAGS.label_scheme,
       document_context=FLAGS.document_context, features_dir=FLAGS.features_dir,

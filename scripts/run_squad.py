@@ -22,7 +22,8 @@ FLAGS = flags.FLAGS
 # google-research/bert's run_squad.py flags, with its defaults.
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model (default: the one that comes with "
+                    "--init_checkpoint: in its folder or beside its bert_config.json).")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, predictions, eval_results and squad_model/ go.")
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
@@ -69,8 +70,6 @@ def _config():
 
   if not FLAGS.output_dir:
     raise ValueError("--output_dir is required")
-  if not FLAGS.vocab_file:
-    raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
   ft = finetuning.FinetuningConfig(
       output_dir=FLAGS.output_dir,
       bert_config=finetuning.bert_config_for(FLAGS.bert_config_file, FLAGS.init_checkpoint),
@@ -79,8 +78,9 @@ def _config():
       num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
       **cli.training_flag_values(), **cli.evaluation_flag_values())
   threshold = FLAGS.null_score_diff_threshold if FLAGS["null_score_diff_threshold"].present else None
+  vocab_file = finetuning.vocab_file_for(FLAGS.vocab_file, FLAGS.init_checkpoint)  # after the config's checks
   return squad_run.SquadConfig(
-      vocab_file=FLAGS.vocab_file, finetuning=ft, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
+      vocab_file=vocab_file, finetuning=ft, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
       do_lower_case=FLAGS.do_lower_case, do_train=FLAGS.do_train, do_predict=FLAGS.do_predict,
       do_eval=FLAGS.do_eval, version_2_with_negative=FLAGS.version_2_with_negative,
       null_score_diff_threshold=threshold, n_best_size=FLAGS.n_best_size,

@@ -22,22 +22,23 @@ FLAGS = flags.FLAGS
 # run_classifier.py's flags (google-research's names), with the paper's SWAG values as defaults.
 flags.DEFINE_string("data_dir", None, "The SWAG release's data/ folder (train.csv, val.csv, test.csv), or a "
                     "folder of files with its columns (CSV, or JSON lines: train.jsonl, val.jsonl, test.jsonl).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt of the pretrained model (default: the one that comes with "
+                    "--init_checkpoint: in its folder or beside its bert_config.json).")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model (default: the one "
                     "beside --init_checkpoint).")
 flags.DEFINE_string("init_checkpoint", None, "The pretrained encoder (see above).")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results, test_predictions.csv and swag_model/ go.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_bool("do_train", False, "Fine-tune on train.csv.")
-flags.DEFINE_bool("do_eval", False, "Evaluate (accuracy) on val.csv.")
-flags.DEFINE_bool("do_predict", False, "Predict test.csv into test_predictions.csv.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on --data_dir's train.csv (or train.jsonl).")
+flags.DEFINE_bool("do_eval", False, "Evaluate (accuracy) on val.csv (or val.jsonl).")
+flags.DEFINE_bool("do_predict", False, "Predict test.csv (or test.jsonl) into test_predictions.csv.")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence (one of an example's four) after WordPiece, "
                      "[CLS] and [SEP]s included.")
 flags.DEFINE_integer("train_batch_size", 16, "Global training batch, in examples (each of four sequences).")
 flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch (per worker).")
 flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch (per worker).")
 flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over train.csv.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training file.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warmup.")
 # The shared training flags (as scripts/run_classifier.py): save_checkpoints_steps, iterations_per_loop, use_tpu,
 # tpu_name, tpu_zone, gcp_project; distribution_strategy, num_gpus, optimizer, dtype, jit_compile,
@@ -64,8 +65,6 @@ def _config():
     raise ValueError("--output_dir is required")
   if not FLAGS.data_dir:
     raise ValueError("--data_dir is required: the SWAG release's data/ folder (train.csv, val.csv, test.csv)")
-  if not FLAGS.vocab_file:
-    raise ValueError("--vocab_file is required: the pretrained model's vocab.txt")
   ft = finetuning.FinetuningConfig(
       output_dir=FLAGS.output_dir,
       bert_config=finetuning.bert_config_for(FLAGS.bert_config_file, FLAGS.init_checkpoint),
@@ -74,8 +73,9 @@ def _config():
       learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
       warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
       **cli.training_flag_values(), **cli.evaluation_flag_values())
+  vocab_file = finetuning.vocab_file_for(FLAGS.vocab_file, FLAGS.init_checkpoint)  # after the config's checks
   return swag_run.SwagConfig(
-      data_dir=FLAGS.data_dir, vocab_file=FLAGS.vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
+      data_dir=FLAGS.data_dir, vocab_file=vocab_file, finetuning=ft, do_lower_case=FLAGS.do_lower_case,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
       max_seq_length=FLAGS.max_seq_length, features_dir=FLAGS.features_dir, dynamic_padding=FLAGS.dynamic_padding,
       max_train_examples=FLAGS.max_train_examples, export_dir=FLAGS.export_dir, model_name=FLAGS.model_name,

@@ -107,6 +107,13 @@ def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
   np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)
   assert (out / "classifier" / "classifier.json").exists()
   assert any("wrote" in line and "train-" in line for line in said)
+  # The loss training minimises, on dev: the mean cross-entropy of the saved classifier's logits.
+  logits, labels = _outputs_and_labels(out / "classifier", tmp_path / "features", "dev", 21)
+  log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+  assert results["loss"] == pytest.approx(-np.mean(log_p[np.arange(11), labels]), abs=1e-5)
+  assert f"loss = {results['loss']}" in text
+  assert any(line.startswith("MRPC dev: f1 ") and f"  loss {results['loss']:.4f}" in line for line in said)
+  assert not (out / "test_results.json").exists()  # GLUE's test set has no labels
 
   # Evaluating the saved classifier alone reproduces the metrics; features are reused, not rewritten.
   said.clear()
@@ -118,12 +125,34 @@ def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
   assert any("reusing" in line for line in said) and not any("wrote" in line for line in said)
 
 
+def _outputs_and_labels(classifier_dir, features_dir, split, max_seq_length):
+  """The saved classifier's outputs on a split's feature file (the only one of that split under features_dir),
+  and the file's labels: computed here, apart from the run's evaluation."""
+  import glob
+
+  import tensorflow as tf
+
+  from bert_tf.tasks.classification import classifier as classification
+
+  model, spec, _ = classification.load_classifier(str(classifier_dir))
+  [path] = glob.glob(str(features_dir / "glue" / "*" / f"{split}-*.tfrecord"))
+  outputs, labels = [], []
+  for batch in classification.classifier_dataset(path, 4, max_seq_length, spec.is_regression, is_training=False,
+                                                 dynamic_padding=False):
+    outputs.append(model(batch, training=False).numpy().astype(np.float64))
+    labels.append(batch["label_ids"].numpy())
+  return np.concatenate(outputs), np.concatenate(labels)
+
+
 def test_regression_task_trains_and_writes_scores(tmp_path, pretrained):
   data = write_stsb(tmp_path / "STS-B")
   config = _config(tmp_path, pretrained, data, task="STS-B", do_train=True, do_eval=True, do_predict=True,
                    num_train_epochs=1)
   summary = gf.run_classifier(config, say=lambda line: None)
-  assert set(summary["eval"]["dev"]) >= {"pearson", "spearman"}
+  assert set(summary["eval"]["dev"]) >= {"pearson", "spearman", "loss"}
+  # The loss training minimises: the mean squared error of the scores.
+  scores, labels = _outputs_and_labels(tmp_path / "out" / "classifier", tmp_path / "features", "dev", 21)
+  assert summary["eval"]["dev"]["loss"] == pytest.approx(np.mean((scores - labels) ** 2), abs=1e-5)
   with open(tmp_path / "out" / "STS-B.tsv") as f:
     rows = list(csv.reader(f, delimiter="\t"))[1:]
   assert len(rows) == 5 and all(0 <= float(r[1]) <= 5 for r in rows)
@@ -199,6 +228,7 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   assert results["metric_for_best"] == "f1" and [h["step"] for h in history] == [1, 2]
   assert (results["best_step"], results["stopped_early"], results["train_steps"]) == (1, True, 2)
   assert history[1]["f1"] <= history[0]["f1"] == results["best_metric"] == results["f1"]
+  assert all(h["loss"] > 0 for h in history)  # each evaluation's loss too (--metric_for_best=loss: test_run_swag)
   assert "best_step = 1\n" in (tmp_path / "out" / "eval_results.txt").read_text()
   # The saved classifier holds step 1's weights (the best), not step 2's (the last checkpoint's).
   best = _arrays(str(tmp_path / "out" / "best" / "ckpt-1"))
@@ -208,6 +238,66 @@ def test_script_runs_end_to_end_and_reports_bad_flags(tmp_path, pretrained):
   assert bad.returncode == 1
   assert "error:" in bad.stderr and "/nonexistent" in bad.stderr and "Traceback" not in bad.stderr
   assert not os.path.exists(tmp_path / "bad" / "eval_results.json")
+
+
+def test_script_names_what_is_wrong_with_init_checkpoint_first_and_takes_its_vocab(tmp_path, pretrained):
+  """Issue 30 (5): a missing, empty or file --init_checkpoint, or none, all said "--bert_config_file is required";
+  (9): --vocab_file was required beside a model folder that holds vocab.txt."""
+  directory, vocab, _ = pretrained
+  data = write_mrpc(tmp_path / "MRPC", sizes=(9, 5, 3))
+  (tmp_path / "empty").mkdir()
+  (tmp_path / "notes.txt").write_text("no weights\n")
+  shutil.copytree(directory, tmp_path / "no_vocab", ignore=shutil.ignore_patterns("vocab.txt"))
+  common = ["scripts/run_classifier.py", "--task_name=MRPC", f"--data_dir={data}", "--max_seq_length=21",
+            "--train_batch_size=4", "--num_train_epochs=1", "--distribution_strategy=one_device", "--do_train",
+            f"--features_dir={tmp_path / 'features'}"]
+  refused = {
+      (f"--init_checkpoint={tmp_path / 'nothing'}", f"--bert_config_file={directory}/bert_config.json"):
+          f"--init_checkpoint={tmp_path}/nothing does not exist (nor nothing.index, a checkpoint prefix); check the "
+          "path",
+      (f"--init_checkpoint={tmp_path / 'empty'}",):
+          f"--init_checkpoint={tmp_path}/empty is an empty folder; give the pretrained model's folder (a pretraining "
+          "--output_dir, a converted or Hugging Face model, a fine-tuned model) or a checkpoint prefix",
+      (f"--init_checkpoint={tmp_path / 'notes.txt'}",):
+          f"--init_checkpoint={tmp_path}/notes.txt is a file that is not a checkpoint; give a checkpoint prefix (the "
+          "name before .index) or the model's folder",
+      (f"--vocab_file={vocab}",):
+          "--init_checkpoint is required: the pretrained model to fine-tune (its bert_config.json comes with it), or "
+          "a fine-tuned model's folder; or pass --bert_config_file to start from random weights",
+      (f"--init_checkpoint={tmp_path / 'no_vocab'}",):
+          f"--vocab_file is required: the pretrained model's vocab.txt (no vocab.txt in or beside "
+          f"--init_checkpoint={tmp_path}/no_vocab)",
+  }
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    runs = {flags: pool.submit(th.run_python, common + [*flags, f"--output_dir={tmp_path / 'bad'}"])
+            for flags in refused}
+    done = th.run_python(common + [f"--init_checkpoint={directory}", f"--output_dir={tmp_path / 'out'}"])
+    for flags, message in refused.items():
+      result = runs[flags].result()
+      assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, f"error: {message}"), flags
+      assert "Traceback" not in result.stderr
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert f"--vocab_file: using {vocab} (from --init_checkpoint)" in done.stderr
+  with open(vocab) as given, open(tmp_path / "out" / "classifier" / "vocab.txt") as saved:
+    assert saved.read() == given.read()
+
+
+def test_help_is_true_for_your_own_files():
+  """Issue 30 (8): --do_train and --num_train_epochs named train.tsv, --do_predict only the GLUE submission."""
+  result = th.run_python(["scripts/run_classifier.py", "--help"])
+  text = " ".join(result.stdout.split())  # absl wraps the help at 80 columns
+  for line in (
+      "--[no]do_train: Fine-tune on the training set: --train_file, or a GLUE task's train.tsv.",
+      "--[no]do_eval: Evaluate on the dev set: --validation_file, or a GLUE task's dev.tsv (MNLI: matched and "
+      "mismatched).",
+      "--[no]do_predict: Predict the test set: --test_file into test_predictions.csv/.tsv/.jsonl (label strings; "
+      "scored too when it has labels), or a GLUE task's test.tsv in the GLUE submission format.",
+      "--num_train_epochs: Epochs over the training set.",
+      "--vocab_file: vocab.txt of the pretrained model (default: the one that comes with --init_checkpoint: in its "
+      "folder or beside its bert_config.json).",
+      "--metric_for_best: The metric of eval_results that picks the best evaluation (default: the task's headline: "
+      "accuracy, F1, Matthews or Pearson correlation, entity F1); the highest wins, the lowest for a loss."):
+    assert line in text, line
 
 
 @pytest.mark.parametrize("dtype,jit", [("mixed_bfloat16", False), ("float32", True)])

@@ -305,6 +305,19 @@ def test_errors(files, tmp_path):
                                                                       "bert_config.json"))
 
 
+def test_vocab_file_defaults_to_the_one_beside_the_checkpoint(files, tmp_path):
+  """Issue 30 (9): the vocab.txt that comes with --init_checkpoint (here beside google-research's prefix)."""
+  settings = dict(input_file=files["input"], init_checkpoint=files["tf1"], layers="-1", max_seq_length=SEQ)
+  for name, vocab in (("given", files["vocab"]), ("default", None)):
+    fe.run(fe.FeatureExtractionConfig(output_file=str(tmp_path / f"{name}.jsonl"), vocab_file=vocab, **settings),
+           say=lambda line: None)
+  assert read_lines(tmp_path / "default.jsonl") == read_lines(tmp_path / "given.jsonl")
+  pretrain = os.path.dirname(files["handoff"]["config"])
+  assert _error(files, tmp_path, vocab_file=None, init_checkpoint=pretrain) == (
+      f"--vocab_file is required: the pretrained model's vocab.txt (no vocab.txt in or beside --init_checkpoint="
+      f"{pretrain})")
+
+
 def test_script_error_exit(files, tmp_path):
   """A bad flag through the real entry point: one line on stderr, exit 1, no output (the default --layers
   asks for -3 and -4 of a 2-layer model)."""

@@ -57,8 +57,41 @@ def test_bert_config_for_prefers_the_flag_then_the_file_beside_the_checkpoint(tm
   other = tmp_path / "other.json"
   BertConfig.from_preset("mini").to_json_file(str(other))
   assert finetuning.bert_config_for(str(other), str(tmp_path / "pretrain")).hidden_size == 256
-  with pytest.raises(ValueError, match="--bert_config_file is required"):
+  with pytest.raises(ValueError) as caught:
     finetuning.bert_config_for(None, None)
+  assert str(caught.value) == (
+      "--init_checkpoint is required: the pretrained model to fine-tune (its bert_config.json comes with it), or a "
+      "fine-tuned model's folder; or pass --bert_config_file to start from random weights")
+  # --init_checkpoint is checked first, also when --bert_config_file gives the config (issue 30, 5).
+  with pytest.raises(FileNotFoundError, match=f"^--init_checkpoint={tmp_path}/nothing does not exist"):
+    finetuning.bert_config_for(str(other), str(tmp_path / "nothing"))
+  os.makedirs(tmp_path / "weights_only" / "encoder_checkpoint")
+  (tmp_path / "weights_only" / "encoder_checkpoint" / "x").write_text("")
+  with pytest.raises(ValueError) as caught:
+    finetuning.bert_config_for(None, str(tmp_path / "weights_only"))
+  assert str(caught.value) == (
+      "--bert_config_file is required: no bert_config.json (or Hugging Face config.json) in or beside "
+      f"--init_checkpoint={tmp_path}/weights_only; pass the one the model was trained with")
+
+
+def test_vocab_file_defaults_to_the_one_that_comes_with_init_checkpoint(tmp_path, caplog):
+  import logging
+
+  config = th.tiny_bert_config()
+  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
+  init = str(tmp_path / "pretrain")
+  with pytest.raises(ValueError) as caught:
+    finetuning.vocab_file_for(None, init)
+  assert str(caught.value) == ("--vocab_file is required: the pretrained model's vocab.txt (no vocab.txt in or "
+                               f"beside --init_checkpoint={init})")
+  with pytest.raises(ValueError) as caught:
+    finetuning.vocab_file_for(None, None)
+  assert str(caught.value) == "--vocab_file is required: the pretrained model's vocab.txt"
+  vocab = th.write_vocab(tmp_path / "pretrain")
+  with caplog.at_level(logging.INFO, logger="absl"):
+    assert finetuning.vocab_file_for(None, init) == vocab
+  assert f"--vocab_file: using {vocab} (from --init_checkpoint)" in caplog.messages
+  assert finetuning.vocab_file_for("mine/vocab.txt", init) == "mine/vocab.txt"  # given: as it is (checked later)
 
 
 def test_train_steps_follow_google_research_and_validation_names_flags():

@@ -243,3 +243,64 @@ def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tm
     f.truncate(10)
   with pytest.raises(ValueError, match=f"^{settings}: not valid JSON"):
     squad_run.read_settings(folder)
+
+
+# -- What --init_checkpoint is, checked first; the vocabulary that comes with it (issue 30: 5, 9) ----------------
+
+
+def test_an_init_checkpoint_that_is_not_there_empty_or_a_file_is_named_first(exported, tmp_path):
+  directory, _ = exported
+  for good in (directory, directory + "/", os.path.join(directory, handoff.ENCODER_CHECKPOINT_DIR, "encoder"),
+               "hf:bert-tf-tests/not-downloaded"):  # a released name is released.local_path's to check
+    handoff.check_checkpoint_path(good)
+
+  def refused(path, error=ValueError, flag="--init_checkpoint"):
+    with pytest.raises(error) as caught:
+      handoff.check_checkpoint_path(str(path), flag)
+    return str(caught.value)
+
+  assert refused(tmp_path / "nothing", FileNotFoundError) == (
+      f"--init_checkpoint={tmp_path}/nothing does not exist (nor nothing.index, a checkpoint prefix); check the path")
+  (tmp_path / "empty").mkdir()
+  assert refused(tmp_path / "empty", flag="--input") == (
+      f"--input={tmp_path}/empty is an empty folder; give the pretrained model's folder (a pretraining --output_dir, "
+      "a converted or Hugging Face model, a fine-tuned model) or a checkpoint prefix")
+  (tmp_path / "notes.txt").write_text("no weights\n")
+  assert refused(tmp_path / "notes.txt") == (
+      f"--init_checkpoint={tmp_path}/notes.txt is a file that is not a checkpoint; give a checkpoint prefix (the name "
+      "before .index) or the model's folder")
+  prefix = os.path.join(directory, handoff.ENCODER_CHECKPOINT_DIR, "encoder")
+  assert refused(prefix + ".index") == (
+      f"--init_checkpoint={prefix}.index is a file that is not a checkpoint; give the checkpoint's prefix, "
+      f"--init_checkpoint={prefix}")
+  assert refused(os.path.join(directory, "bert_config.json")) == (
+      f"--init_checkpoint={directory}/bert_config.json is a file that is not a checkpoint; give the model's folder, "
+      f"--init_checkpoint={directory}")
+
+
+def test_the_vocabulary_that_comes_with_each_form_of_init_checkpoint(exported, classifier_dir, tmp_path,
+                                                                     monkeypatch):
+  import shutil
+
+  from bert_tf.model import convert, released
+
+  directory, _ = exported
+  assert handoff.find_vocab(directory) is None  # a pretraining --output_dir without one
+  pretrain = tmp_path / "pretrain"
+  shutil.copytree(directory, pretrain)
+  vocab = th.write_vocab(pretrain)
+  for path in (pretrain, pretrain / handoff.ENCODER_CHECKPOINT_DIR, pretrain / handoff.ENCODER_CHECKPOINT_DIR /
+               "encoder", pretrain / handoff.ENCODER_SAVEDMODEL_DIR):
+    assert handoff.find_vocab(str(path)) == vocab, path
+  # A fine-tuned model's folder.
+  assert handoff.find_vocab(classifier_dir[0]) == os.path.join(classifier_dir[0], "vocab.txt")
+  # convert_checkpoint.py's three layouts, each with the vocab.txt it copies.
+  converted = convert.load_ours(str(pretrain))
+  for fmt, forms in (("ours", ("", "encoder", "encoder/ckpt-1")), ("tf1", ("", "bert_model.ckpt")), ("hf", ("",))):
+    folder = tmp_path / fmt
+    convert.SAVERS[fmt](converted, str(folder))
+    for form in forms:
+      assert handoff.find_vocab(str(folder / form).rstrip("/")) == str(folder / "vocab.txt"), (fmt, form)
+  # hf:<id>: the folder it was converted into.
+  monkeypatch.setattr(released, "local_path", lambda path: str(tmp_path / "ours") if path == "hf:org/m" else path)
+  assert handoff.find_vocab("hf:org/m") == str(tmp_path / "ours" / "vocab.txt")

@@ -309,3 +309,14 @@ def test_eval_every_steps_can_be_added_to_a_resumed_run_and_do_eval_takes_the_la
 def test_bad_evaluation_flags_are_named(field, value, message):
   with pytest.raises(ValueError, match=message):
     _config("unused", **{field: value}).validate()
+
+
+def test_a_missing_or_empty_init_checkpoint_is_named_before_any_other_flag(tmp_path):
+  """Issue 30 (5): what is wrong with --init_checkpoint comes first (here before a too long --max_seq_length)."""
+  with pytest.raises(FileNotFoundError) as caught:
+    _config("unused", init_checkpoint=str(tmp_path / "nothing"), max_seq_length=999).validate()
+  assert str(caught.value) == (f"--init_checkpoint={tmp_path}/nothing does not exist (nor nothing.index, a "
+                               "checkpoint prefix); check the path")
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(ValueError, match=f"^--init_checkpoint={tmp_path}/empty is an empty folder; "):
+    _config("unused", init_checkpoint=str(tmp_path / "empty")).validate()

@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.training import distribute, handoff, optimization, trainer
+from bert_tf.training import distribute, handoff, optimization, run_identity, trainer
 from bert_tf.training.evaluation import RESULT_KEYS as EVALUATION_KEYS, Evaluation
 
 DTYPES = trainer.DTYPES
@@ -62,9 +62,13 @@ class FinetuningConfig:
   keep_best_checkpoint: bool = False  # save and export the best evaluated weights, not the last
   metric_for_best: str | None = None  # None: the task's headline metric
   early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0: never
+  # Start over: remove what earlier runs wrote in output_dir (run_identity.start_over); else a rerun resumes, and
+  # one with other weight-defining settings is refused (run_identity.start_run).
+  overwrite_output_dir: bool = False
 
   def validate(self) -> None:
     """Checks that need no devices; raises ValueError naming the flag and the fix."""
+    run_identity.check_output_dir(self.output_dir)
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
                  "keep_checkpoint_max", "steps_per_loop", "log_steps", "gradient_accumulation_steps"):
       if getattr(self, name) < 1:
@@ -112,6 +116,11 @@ class TaskRunConfig:
   def __post_init__(self):
     if self.features_dir is None:  # features/ beside the output directory, shared by the runs made there
       self.features_dir = default_features_dir(self.finetuning.output_dir)
+    from bert_tf.model import released
+
+    # A Hugging Face model with a task head (hf:<id>, or its folder) is used as the model folder of ours converted
+    # from it, as a fine-tuned model: its head and labels for training, prediction and export alike.
+    self.finetuning.init_checkpoint = released.task_model_dir(self.finetuning.init_checkpoint)
 
   @property
   def config_source(self) -> str | None:
@@ -227,23 +236,47 @@ def check_init_checkpoint(path: str, bert_config: BertConfig, config_source: str
 
 
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
-  """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint."""
+  """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint.
+
+  --init_checkpoint is checked first (`handoff.check_checkpoint_path`: a path that does not exist, an empty
+  folder, a file that is not a checkpoint), whichever gives the config; then ValueError when neither flag gives
+  one, naming what to pass."""
   from bert_tf.model import convert, released
 
+  if init_checkpoint:
+    handoff.check_checkpoint_path(init_checkpoint)
   if bert_config_file:
     return BertConfig.from_json_file(bert_config_file)
-  if init_checkpoint:
-    init_checkpoint = released.local_path(init_checkpoint)
-    found = handoff.find_config(init_checkpoint)
-    if found:
-      return BertConfig.from_json_file(found)
-    hf = os.path.join(init_checkpoint.rstrip("/"), "config.json")
-    if tf.io.gfile.exists(hf):
-      import json
+  if not init_checkpoint:
+    raise ValueError("--init_checkpoint is required: the pretrained model to fine-tune (its bert_config.json comes "
+                     "with it), or a fine-tuned model's folder; or pass --bert_config_file to start from random "
+                     "weights")
+  local = released.local_path(init_checkpoint)
+  found = handoff.find_config(local)
+  if found:
+    return BertConfig.from_json_file(found)
+  hf = os.path.join(local.rstrip("/"), "config.json")
+  if tf.io.gfile.exists(hf):
+    import json
 
-      with tf.io.gfile.GFile(hf) as f:
-        return convert.hf_config_to_bert_config(json.load(f), source=hf)
-  raise ValueError("--bert_config_file is required (no bert_config.json found beside --init_checkpoint)")
+    with tf.io.gfile.GFile(hf) as f:
+      return convert.hf_config_to_bert_config(json.load(f), source=hf)
+  raise ValueError(f"--bert_config_file is required: no bert_config.json (or Hugging Face config.json) in or beside "
+                   f"--init_checkpoint={init_checkpoint}; pass the one the model was trained with")
+
+
+def vocab_file_for(vocab_file: str | None, init_checkpoint: str | None) -> str:
+  """--vocab_file, else the vocab.txt that comes with --init_checkpoint (`handoff.find_vocab`: a converted,
+  Hugging Face or fine-tuned model's folder, hf:<id>, ...), logged; ValueError when there is neither. A given
+  --vocab_file is used as it is (the tasks check that it fits the model)."""
+  if vocab_file:
+    return vocab_file
+  found = handoff.find_vocab(init_checkpoint) if init_checkpoint else None
+  if found is None:
+    where = f" (no vocab.txt in or beside --init_checkpoint={init_checkpoint})" if init_checkpoint else ""
+    raise ValueError(f"--vocab_file is required: the pretrained model's vocab.txt{where}")
+  logging.info("--vocab_file: using %s (from --init_checkpoint)", found)
+  return found
 
 
 # -- Training -------------------------------------------------------------------------------------------------
@@ -327,9 +360,14 @@ def eval_batch_size_for(batch_size: int, strategy: tf.distribute.Strategy) -> in
 
 
 def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, description: str = "predicting",
-            progress_seconds: float = 10.0, num_examples: int | None = None) -> np.ndarray:
+            progress_seconds: float = 10.0, num_examples: int | None = None,
+            with_sums: bool = False) -> np.ndarray | tuple[np.ndarray, dict | None]:
   """Runs `model(features, training=False)` over every batch of `dataset` -> float32 outputs of the real
   examples, in order: [N, ...].
+
+  `with_sums`: `model` returns (outputs, sums), sums a nest of float32 scalars summed over the batch's examples
+  (padding rows weighing 0: `loss_sums`, a task's loss terms), and predict returns (outputs, the sums added up
+  over every batch and replica, as Python floats; None for an empty dataset).
 
   Every worker reads the whole `dataset` (batches of `eval_batch_size_for(...)`, padded to full size with
   `is_real_example` = 0 so shapes are static) and splits each batch among its local replicas, so each worker
@@ -344,10 +382,17 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
   """
   step = _prediction_step(model, strategy).get_concrete_function(dataset.element_spec)
   outputs, real = [], []
+  sums = None
   batches = int(dataset.cardinality().numpy())  # < 0 when unknown
   start = last_line = time.perf_counter()
   for batch in dataset:
-    outputs.append(np.concatenate([o.numpy() for o in step(batch)], axis=0))
+    results = step(batch)
+    if with_sums:
+      for _, replica_sums in results:
+        values = tf.nest.map_structure(lambda x: float(x.numpy()), replica_sums)
+        sums = values if sums is None else tf.nest.map_structure(lambda a, b: a + b, sums, values)
+      results = [replica_outputs for replica_outputs, _ in results]
+    outputs.append(np.concatenate([o.numpy() for o in results], axis=0))
     real.append(batch["is_real_example"].numpy().astype(bool))
     if batches < 0 and num_examples:
       batches = -(-num_examples // len(real[0]))
@@ -356,12 +401,52 @@ def predict(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, d
       _progress(description, len(outputs), batches, int(sum(r.sum() for r in real)), now - start)
       last_line = now
   if not outputs:
-    return np.zeros([0], np.float32)
+    return (np.zeros([0], np.float32), None) if with_sums else np.zeros([0], np.float32)
   examples = int(sum(r.sum() for r in real))
   seconds = time.perf_counter() - start
   logging.info("%s: done, %d examples in %.1f s (%.4g examples/s)", description, examples, seconds,
                examples / max(seconds, 1e-9))
-  return np.concatenate(outputs)[np.concatenate(real)]
+  kept = np.concatenate(outputs)[np.concatenate(real)]
+  return (kept, sums) if with_sums else kept
+
+
+# -- Evaluation loss ------------------------------------------------------------------------------------------
+# Every task reports, beside its metrics, the loss it trains with on the evaluated examples: its own `loss_terms`
+# and `normalizers` (padding rows weigh 0 in them) summed over the evaluation pass, then its `loss` of the sums:
+# the mean over the real examples (SQuAD: windows; NER: labelled words), as one training batch holding them all
+# would give it. Computed on the outputs of the pass that makes the predictions, never in a pass of its own.
+
+LOSS = "loss"  # its name in eval_results, test_results, eval_history and --metric_for_best (lower is better)
+
+
+def loss_sums(task: trainer.Task, features: dict, outputs) -> dict:
+  """A batch's share of the evaluation loss: {"terms": task.loss_terms(...), "normalizers": task.normalizers(...)},
+  float32 scalar sums over its examples (`mean_loss` turns the sums over every batch into the loss)."""
+  outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), outputs)
+  return {"terms": task.loss_terms(features, outputs), "normalizers": task.normalizers(features)}
+
+
+def mean_loss(task: trainer.Task, sums: dict) -> float:
+  """`task.loss` of `loss_sums` added up over an evaluation pass -> the loss over all its examples."""
+  return float(task.loss(*(tf.nest.map_structure(lambda v: tf.constant(v, tf.float64), sums[key])
+                           for key in ("terms", "normalizers"))))
+
+
+def eval_loss(task: trainer.Task, features: dict[str, np.ndarray], outputs, chunk: int = 512) -> float:
+  """The loss `task` trains with over the examples of an evaluation pass, from the outputs `predict` returned
+  ([N, ...] float32, or a dict of such) and the `features` its loss reads (labels, masks, is_real_example: arrays
+  [N, ...]; is_real_example 0 leaves an example out), in chunks of `chunk` examples on the host."""
+  count = len(next(iter(features.values())))
+  total = None
+  for begin in range(0, count, chunk):
+    take = lambda x: tf.constant(x[begin:begin + chunk])  # noqa: E731
+    with tf.device("/cpu:0"):
+      sums = loss_sums(task, tf.nest.map_structure(take, features), tf.nest.map_structure(take, outputs))
+    values = tf.nest.map_structure(lambda x: float(x.numpy()), sums)
+    total = values if total is None else tf.nest.map_structure(lambda a, b: a + b, total, values)
+  if total is None:
+    raise ValueError("eval_loss: no examples")
+  return mean_loss(task, total)
 
 
 # The compiled prediction steps of the latest few (model, strategy) pairs: tracing a model again costs seconds at

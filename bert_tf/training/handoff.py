@@ -115,6 +115,62 @@ def resolve_checkpoint(path: str) -> str:
       f"({TASK_MODEL_PREFIX}.index) or a `checkpoint` state file")
 
 
+def check_checkpoint_path(path: str, flag: str = "--init_checkpoint") -> None:
+  """What every script checks first of its --init_checkpoint: that `path` is something to read weights from.
+
+  Raises FileNotFoundError when neither `path` nor `path`.index (a checkpoint prefix) exists, and ValueError for
+  an empty folder or a file that is not a checkpoint prefix (its .index or .data-* file, a model.safetensors:
+  the message names what to give instead); one line, naming `flag`=`path` first. A released name (hf:,
+  keras_hub:) is left to bert_tf.model.released; what a non-empty folder holds, to the loaders.
+  """
+  from bert_tf.model import released
+
+  if released.is_released(path):
+    return
+  path = path.rstrip("/") or path
+  if tf.io.gfile.isdir(path):
+    if not tf.io.gfile.listdir(path):
+      raise ValueError(f"{flag}={path} is an empty folder; give the pretrained model's folder (a pretraining "
+                       "--output_dir, a converted or Hugging Face model, a fine-tuned model) or a checkpoint prefix")
+    return
+  if tf.io.gfile.exists(path + ".index"):
+    return
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{flag}={path} does not exist (nor {os.path.basename(path)}.index, a checkpoint "
+                            "prefix); check the path")
+  import re
+
+  part = re.fullmatch(r"(.+)\.(index|meta|data-\d+-of-\d+)", path)
+  folder = os.path.dirname(path)
+  if part and tf.io.gfile.exists(part.group(1) + ".index"):
+    fix = f"give the checkpoint's prefix, {flag}={part.group(1)}"
+  elif folder and any(tf.io.gfile.exists(os.path.join(folder, name)) for name in (CONFIG_NAME, "config.json")):
+    fix = f"give the model's folder, {flag}={folder}"
+  else:
+    fix = "give a checkpoint prefix (the name before .index) or the model's folder"
+  raise ValueError(f"{flag}={path} is a file that is not a checkpoint; {fix}")
+
+
+def find_vocab(path: str) -> str | None:
+  """The vocab.txt that comes with the model at `path` (any form --init_checkpoint takes), or None: in the folder
+  `path` names (a converted or Hugging Face model, `hf:<id>`, a fine-tuned model's classifier/ or squad_model/,
+  a google-research folder, a pretraining --output_dir that has one), else beside the bert_config.json that
+  `find_config` reads for it (a checkpoint prefix's folder, a converted model's encoder/ or a pretraining run's
+  encoder_checkpoint/ one level down)."""
+  from bert_tf.model import released
+
+  path = released.local_path(path)
+  folders = [path] if tf.io.gfile.isdir(path) else []
+  config = find_config(path)
+  if config:
+    folders.append(os.path.dirname(config))
+  for folder in folders:
+    vocab = os.path.join(folder, "vocab.txt")
+    if tf.io.gfile.exists(vocab) and not tf.io.gfile.isdir(vocab):
+      return vocab
+  return None
+
+
 def restore_encoder(encoder, path: str, config_source: str | None = None) -> str:
   """Loads encoder weights from any form `resolve_checkpoint` accepts into `encoder`; returns the prefix read.
 
@@ -178,6 +234,12 @@ def find_encoder_root(prefix: str) -> str | None:
     return None
   graph = _object_graph(prefix)
   return next((root for root in ENCODER_ROOTS if _node_at(graph, root) is not None), None)
+
+
+def has_objects(prefix: str, paths) -> list[bool]:
+  """Whether the object checkpoint at `prefix` holds an object at each of `paths` ("model/classifier")."""
+  graph = _object_graph(prefix)
+  return [_node_at(graph, path) is not None for path in paths]
 
 
 def checkpoint_of(encoder, root: str = _PREFIX, **objects) -> tf.train.Checkpoint:
@@ -384,6 +446,8 @@ def load_encoder(path: str, config: BertConfig | None = None, dtype=None):
 # What every task's run leaves in <output_dir>/<task>_model/ (classifier/ for GLUE) and what prediction alone and
 # export load: bert_config.json, vocab.txt, the task's settings file, and the float32 weights of the whole model.
 TASK_MODEL_PREFIX = "model"
+# The settings key that a folder converted from a Hugging Face model (bert_tf.model.convert_tasks) has: its source.
+CONVERTED_FROM = "converted_from"
 
 
 def save_task_model(float32_model, settings_name: str, settings_text: str, vocab_file: str, directory: str) -> str:
@@ -420,6 +484,9 @@ def task_head_mismatch(model, directory: str, settings_name: str, settings: dict
   with tf.io.gfile.GFile(path) as f:
     theirs = json.load(f)
   for key, value in settings.items():
+    # A model converted from Hugging Face (convert_tasks) has no task name of ours: its labels say what its head is.
+    if key == "task_name" and theirs.get(CONVERTED_FROM):
+      continue
     if theirs.get(key) != value:
       return f"its {key} {theirs.get(key)!r} differ from this run's {value!r} ({path})"
   encoder_variables = {id(v) for v in model.encoder.variables}

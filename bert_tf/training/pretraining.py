@@ -25,7 +25,7 @@ from absl import logging
 from bert_tf.config import BertConfig
 from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
-from bert_tf.training import distribute, evaluation, handoff, inputs, optimization, run_lock, trainer
+from bert_tf.training import distribute, evaluation, handoff, inputs, optimization, run_identity, run_lock, trainer
 
 DTYPES = trainer.DTYPES
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
@@ -83,9 +83,15 @@ class PretrainingConfig:
   eval_batch_size: int = 8
   max_eval_steps: int = 100
   eval_every_steps: int = 0  # also evaluate every this many steps during training (0: never)
+  # Start over: remove what earlier runs wrote in output_dir (run_identity.start_over); else a rerun resumes, and
+  # one with other weight-defining settings is refused (run_identity.start_run).
+  overwrite_output_dir: bool = False
 
   def validate(self) -> None:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
+    run_identity.check_output_dir(self.output_dir)
+    if self.init_checkpoint:  # first: a path that does not exist, an empty folder, a file that is no checkpoint
+      handoff.check_checkpoint_path(self.init_checkpoint)
     positions = self.bert_config.max_position_embeddings
     if self.max_seq_length > positions:
       # The position embedding table has no row past max_position_embeddings - 1.
@@ -411,9 +417,33 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
     return _pretrain(config, strategy, masking, trainer_cls)
 
 
+# What a run writes in its output dir besides run_identity.COMMON_OUTPUTS: the hand-off, and the options file of
+# runs from before run records.
+_OUTPUTS = (handoff.CONFIG_NAME, handoff.ENCODER_CHECKPOINT_DIR, handoff.ENCODER_SAVEDMODEL_DIR, OPTIONS_NAME)
+
+
+def run_identity_of(config: PretrainingConfig, input_files: list[str]) -> run_identity.RunIdentity:
+  """What defines a pretraining run (`run_identity`): the records (`input_files`, what --input_file matched: their
+  sizes and ends, as shards may be gigabytes), the model config, --init_checkpoint, the objective and masking,
+  lengths and the optimisation settings; num_train_steps is resumable."""
+  settings = {
+      "input_file": run_identity.files_entry(config.input_file, input_files),
+      "init_checkpoint": run_identity.checkpoint_name(config.init_checkpoint),
+      "bert_config": config.model_config().to_dict(), "max_seq_length": config.max_seq_length,
+      "max_predictions_per_seq": config.max_predictions_per_seq, "no_nsp": config.no_nsp,
+      "left_to_right": config.left_to_right, "dynamic_masking": config.dynamic_masking,
+      "do_whole_word_mask": config.do_whole_word_mask, "mask_token_rate": config.mask_token_rate,
+      "random_token_rate": config.random_token_rate,
+      "vocab_file": run_identity.file_entry(config.vocab_file) if config.dynamic_masking else None,
+      "train_batch_size": config.train_batch_size, "learning_rate": config.learning_rate,
+      "num_warmup_steps": config.num_warmup_steps, "optimizer": config.optimizer, "dtype": config.dtype,
+      "gradient_accumulation_steps": config.gradient_accumulation_steps, "seed": config.seed}
+  return run_identity.RunIdentity("pretraining", settings, {"num_train_steps": config.num_train_steps})
+
+
 def run_options(config: PretrainingConfig) -> dict:
-  """What <output_dir>/pretraining_options.json records: the options a resumed run must repeat (the objective;
-  with dynamic masking the rates, which the checkpoint cannot show)."""
+  """What <output_dir>/pretraining_options.json recorded before run records (run_identity): the options a
+  resumed run must repeat (the objective; with dynamic masking the rates, which the checkpoint cannot show)."""
   options = {"objective": config.objective}
   if config.dynamic_masking:
     options.update(mask_token_rate=config.mask_token_rate, random_token_rate=config.random_token_rate)
@@ -427,7 +457,7 @@ _RESUME_FIX = "rerun with that run's flags to resume it, or use another --output
 
 def recorded_options(output_dir: str) -> dict | None:
   """The options <output_dir>/pretraining_options.json records (see `run_options`), or None where a run wrote
-  none (one from before that file)."""
+  none (one from before that file, or after it: run.json holds them now)."""
   from bert_tf import fileio
 
   path = os.path.join(output_dir, OPTIONS_NAME)
@@ -472,7 +502,14 @@ def check_resume_options(config: PretrainingConfig) -> None:
 
 
 def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
-  check_resume_options(config)
+  from bert_tf import fileio
+
+  input_files = fileio.expand_globs(config.input_file)
+  if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
+    check_resume_options(config)  # a directory from before run records: its checkpoint or options file tells
+  run_identity.start_run(config.output_dir, run_identity_of(config, input_files), config.overwrite_output_dir,
+                         distribute.is_chief(strategy), outputs=_OUTPUTS, model_dirs=(handoff.ENCODER_CHECKPOINT_DIR,),
+                         inputs=(config.init_checkpoint, config.vocab_file, *input_files))
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
   # No best model or early stopping: evaluations are reported, and the last one is --do_eval's.
@@ -485,10 +522,6 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
   if distribute.is_chief(strategy):
     tf.io.gfile.makedirs(config.output_dir)
     config.model_config().to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
-    from bert_tf import fileio
-
-    fileio.write_text_atomic(os.path.join(config.output_dir, OPTIONS_NAME),
-                             json.dumps(run_options(config), indent=2) + "\n")
   if config.init_checkpoint and run.checkpointer.latest() is None:
     prefix = handoff.restore_encoder(run.model.encoder, config.init_checkpoint)
     logging.info("initialised the encoder from %s", prefix)

@@ -15,11 +15,12 @@ given). The test file's label column is optional; when present its labels are ch
 
 Labels. Classification (--task_type=classification, the default): a label is a name (CSV/TSV: the field's text;
 JSON: a string, an integer or a boolean, one type per file), without the spaces around it ("spam " is "spam"); a
-number that is not an integer ("0.5", in any format) is refused: --task_type=regression predicts numbers. The model's labels, in id order, are --labels when
-given, else the sorted set of the training file's labels (numerically when every label is an integer, so "2"
-comes before "10"). They are stored with the model (`classifier/classifier.json`) and in the export's manifest,
-so evaluation, test predictions and the exported model speak the user's label strings. Regression
-(--task_type=regression): every label a number; one output trained with mean squared error.
+number that is not an integer ("0.5", in any format) is refused: --task_type=regression predicts numbers. The
+model's labels, in id order, are --labels when given, else the sorted set of the training file's labels
+(numerically when every label is an integer, so "2" comes before "10"). They are stored with the model
+(`classifier/classifier.json`) and in the export's manifest, so evaluation, test predictions and the exported
+model speak the user's label strings. Regression (--task_type=regression): every label a number; one output
+trained with mean squared error.
 
 Metrics (`metric_names`): accuracy, and F1 of the positive class (the second label) when there are two labels,
 else macro F1; Pearson and Spearman correlation for regression. As scikit-learn computes them (the tests

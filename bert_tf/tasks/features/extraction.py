@@ -237,7 +237,7 @@ class FeatureExtractionConfig:
 
   input_file: str
   output_file: str
-  vocab_file: str
+  vocab_file: str | None  # None: the vocab.txt that comes with init_checkpoint
   init_checkpoint: str
   bert_config_file: str | None = None  # default: the bert_config.json beside init_checkpoint
   layers: str = "-1,-2,-3,-4"
@@ -295,6 +295,8 @@ def run(config: FeatureExtractionConfig, say=print) -> dict:
     if not getattr(config, name):
       raise ValueError(f"--{name} is required")
   bert_config = finetuning.bert_config_for(config.bert_config_file, config.init_checkpoint)
+  if not config.vocab_file and config.output_file:  # else validate names the missing --output_file first
+    config = dataclasses.replace(config, vocab_file=finetuning.vocab_file_for(None, config.init_checkpoint))
   config_source = config.bert_config_file or handoff.find_config(config.init_checkpoint)
   layer_indexes = config.validate(bert_config, config_source)
   examples = read_examples(config.input_file)
