@@ -318,12 +318,29 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   spec = classification.read_spec(str(tmp_path / "out/classifier"))
   assert (spec.task_name, spec.labels, spec.is_pair) == ("data", ("canine", "feline", "rug"), False)
 
+  assert not (tmp_path / "out/test_results.json").exists()  # an unlabelled test file is not scored
+
+  # The saved classifier evaluates a JSON lines copy of dev to the same numbers; dev given as a labelled
+  # --test_file is scored alike, into test_results.txt / .json (beside its predictions), the log naming "test".
   dev = write(tmp_path / "dev.jsonl", dev_rows, ("sentence1", "label"))
-  config = _config(tmp_path, pretrained, ud.DataFiles(validation_file=dev), do_eval=True, out="eval_only",
-                   init_checkpoint=str(tmp_path / "out/classifier"))
-  again = gf.run_classifier(config, say=lambda line: None)
+  config = _config(tmp_path, pretrained, ud.DataFiles(validation_file=dev, test_file=dev), do_eval=True,
+                   do_predict=True, out="eval_only", init_checkpoint=str(tmp_path / "out/classifier"))
+  said = []
+  again = gf.run_classifier(config, say=said.append)
   assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
   assert again["eval"]["dev"]["macro_f1"] == results["macro_f1"]
+  assert again["eval"]["dev"]["loss"] == pytest.approx(results["loss"], abs=1e-6)
+  scored = json.loads((tmp_path / "eval_only/test_results.json").read_text())
+  names = ("accuracy", "macro_f1", "loss")
+  assert {k: scored[k] for k in names} == {k: again["eval"]["dev"][k] for k in names} == {
+      k: again["test"]["test"][k] for k in names}
+  assert scored["test_examples"] == 7 and "eval_examples" not in scored
+  text = (tmp_path / "eval_only/test_results.txt").read_text()
+  assert all(f"{k} = {scored[k]}\n" in text for k in names)
+  shown = "  ".join(f"{k} {scored[k]:.4f}" for k in names)
+  assert f"data test: {shown}" in said and f"data dev: {shown}" in said
+  assert np.loadtxt(tmp_path / "eval_only/test_results.tsv").shape == (7, 3)  # the probabilities, as before
+  assert (tmp_path / "eval_only/test_predictions.jsonl").exists()
 
   scores = [(text, b, i % 5 + 0.5) for i, (text, b) in enumerate(rows(9))]
   files = ud.DataFiles(train_file=write(tmp_path / "sts/train.jsonl", scores), task_type="regression",

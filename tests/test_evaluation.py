@@ -33,8 +33,8 @@ class KilledAt(trainer.Trainer):
       raise Killed(step)
 
 
-def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, every=2):
-  """A tiny pretraining run (dropout on) evaluated every `every` steps; the headline metric at step s is
+def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, every=2, metric="accuracy"):
+  """A tiny pretraining run (dropout on) evaluated every `every` steps; `metric` (the best's) at step s is
   scores[s], and `checksum` (the sum of the squared weights) shows which weights each evaluation saw."""
   keras.utils.set_random_seed(5)
   config = pretraining.PretrainingConfig(
@@ -45,11 +45,11 @@ def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, eve
 
   def evaluate(model):
     step = int(holder["run"].step.numpy())
-    return {"accuracy": scores[step], "checksum": _checksum(model), "label": "not a number"}
+    return {metric: scores[step], "checksum": _checksum(model), "label": "not a number"}
 
   run = KilledAt(pretraining.PretrainingTask(config), STRATEGY,
                  lambda: optimization.create_optimizer("adamw", 1e-2, STEPS, 1), config.trainer_config(),
-                 evaluation.Evaluation(evaluate, "accuracy", every, keep_best, patience))
+                 evaluation.Evaluation(evaluate, metric, every, keep_best, patience))
   run.kill_at = kill_at
   holder["run"] = run
   return run, run.train()
@@ -115,6 +115,18 @@ def test_patience_running_out_at_the_last_step_is_a_normal_finish_not_an_early_s
   scores = {2: 0.5, 4: 0.6, 6: 0.7, 8: 0.6, 9: 0.6}  # the second evaluation without improvement is the last
   _, result = _run(data, tmp_path, scores, keep_best=False, patience=2)
   assert (result.step, result.evaluation["stopped_early"], result.evaluation["best_step"]) == (9, False, 6)
+
+
+def test_a_loss_is_best_lowest_and_stops_early_when_it_stops_falling(data, tmp_path):
+  # --metric_for_best=loss (every task's evaluation loss): the lowest is the best; 4 and 6 do not fall below 2.
+  scores = {2: 0.5, 4: 0.7, 6: 0.5, 8: 0.1, 9: 0.2}
+  run, result = _run(data, tmp_path / "stopped", scores, keep_best=True, patience=2, metric="loss")
+  assert (result.step, result.evaluation["stopped_early"], result.evaluation["best_step"]) == (6, True, 2)
+  assert _checksum(run.model) == result.evaluation["eval_history"][0]["checksum"]  # step 2's weights kept
+  _, result = _run(data, tmp_path / "whole", scores, keep_best=False, metric="loss")
+  history = result.evaluation["eval_history"]
+  assert [h["loss"] for h in history] == [0.5, 0.7, 0.5, 0.1, 0.2]
+  assert (result.evaluation["best_step"], result.evaluation["best_metric"]) == (8, min(h["loss"] for h in history))
 
 
 @pytest.mark.parametrize("keep_best, patience, refused", [(True, 0, "--keep_best_checkpoint"),

@@ -24,7 +24,7 @@ FLAGS = ["--data_dir=data", "--vocab_file=model/vocab.txt", f"--max_seq_length={
          "--distribution_strategy=one_device", "--eval_batch_size=3", "--predict_batch_size=5"]
 TRAIN = ["--do_train", "--do_eval", "--do_predict", "--init_checkpoint=model", "--train_batch_size=4",
          "--learning_rate=3e-3", "--num_train_epochs=2", "--save_checkpoints_steps=4", "--steps_per_loop=1",
-         "--deterministic", "--eval_every_steps=4"]
+         "--deterministic", "--eval_every_steps=4", "--metric_for_best=loss"]
 
 
 def write_csv(path, examples, labelled=True):
@@ -134,10 +134,13 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   assert not stopped_left_a_model
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "resuming at step 3" in resumed.stderr and "SWAG train: reusing features/swag/train-" in resumed.stderr
-  # Evaluation while training (steps 4, 8 and the last, 10): the resumed run saw what the whole one saw.
+  # Evaluation while training (steps 4, 8 and the last, 10): the resumed run saw what the whole one saw. The best
+  # by the loss (--metric_for_best=loss) is the lowest.
   history = results["eval_history"]
-  assert [h["step"] for h in history] == [4, 8, 10] and results["metric_for_best"] == "accuracy"
-  assert results["best_metric"] == max(h["accuracy"] for h in history)
+  assert [h["step"] for h in history] == [4, 8, 10] and results["metric_for_best"] == "loss"
+  lowest = min(history, key=lambda h: h["loss"])
+  assert (results["best_step"], results["best_metric"]) == (lowest["step"], lowest["loss"])
+  assert len({h["loss"] for h in history}) == 3
   assert json.loads((workdir / "out" / "eval_results.json").read_text())["eval_history"] == history
   a, b = _weights(out / "swag_model"), _weights(workdir / "out" / "swag_model")
   assert a.keys() == b.keys() and len(a) > 10
@@ -152,14 +155,41 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   exports = []
   monkeypatch.setattr(swag_serving, "export_swag", lambda *args: exports.append(args) or "exported")
   said = []
-  summary = swag_run.run_swag(_config(workdir, do_eval=True, do_predict=True,
-                                      init_checkpoint=str(out / "swag_model"), output_dir=str(workdir / "again"),
-                                      export_dir=str(workdir / "export"), model_name="swag_tiny"),
-                              tf.distribute.OneDeviceStrategy("/cpu:0"), say=said.append)
+  config = _config(workdir, do_eval=True, do_predict=True, init_checkpoint=str(out / "swag_model"),
+                   output_dir=str(workdir / "again"), export_dir=str(workdir / "export"), model_name="swag_tiny")
+  summary = swag_run.run_swag(config, tf.distribute.OneDeviceStrategy("/cpu:0"), say=said.append)
   assert summary["model_dir"] == str(out / "swag_model")
   assert any(line.startswith(f"SWAG val: reusing {workdir}/features/swag/val-") for line in said), said
-  assert json.loads((workdir / "again" / "eval_results.json").read_text())["accuracy"] == results["accuracy"]
+  again = json.loads((workdir / "again" / "eval_results.json").read_text())
+  assert again["accuracy"] == results["accuracy"]
+  # The loss is the one training minimises: the mean cross-entropy of the four endings' logits.
+  from bert_tf.data.tokenization import FullTokenizer
+  from bert_tf.tasks.swag.folder import load_model
+
+  logits = swag_run.predict_logits(load_model(str(out / "swag_model")), config, "val", swag.read_split(
+      str(workdir / "data"), "val"), tf.distribute.OneDeviceStrategy("/cpu:0"),
+      FullTokenizer(str(workdir / "model" / "vocab.txt")), 3, lambda line: None)
+  log_p = logits.astype(np.float64) - np.logaddexp.reduce(logits.astype(np.float64), axis=1, keepdims=True)
+  assert again["loss"] == pytest.approx(-np.mean(log_p[np.arange(7), [e.label for e in val]]), abs=1e-5)
+  assert again["loss"] == pytest.approx(results["loss"], abs=1e-6)
   assert _read_predictions(workdir / "again" / "test_predictions.csv") == rows
+  assert not (workdir / "again" / "test_results.json").exists()  # test.csv has no labels
+
+  # A test file with labels (val's, as test.csv) is scored as val is: test_results.txt / .json, logged as test.
+  os.makedirs(workdir / "labelled", exist_ok=True)
+  write_csv(workdir / "labelled" / "val.csv", val)
+  write_csv(workdir / "labelled" / "test.csv", val)
+  said.clear()
+  config = _config(workdir, do_eval=True, do_predict=True, init_checkpoint=str(out / "swag_model"),
+                   output_dir=str(workdir / "scored"))
+  config.data_dir = str(workdir / "labelled")
+  swag_run.run_swag(config, tf.distribute.OneDeviceStrategy("/cpu:0"), say=said.append)
+  scored = json.loads((workdir / "scored" / "test_results.json").read_text())
+  assert {k: scored[k] for k in ("accuracy", "loss")} == {k: again[k] for k in ("accuracy", "loss")}
+  assert scored["test_examples"] == 7 and f"loss = {scored['loss']}\n" in (workdir / "scored" /
+                                                                           "test_results.txt").read_text()
+  assert f"SWAG test: accuracy {scored['accuracy']:.4f}  loss {scored['loss']:.4f} (7 examples)" in said
+  assert _read_predictions(workdir / "scored" / "test_predictions.csv") == rows
   assert exports == [(str(out / "swag_model"), str(workdir / "export"), "swag_tiny")]
   assert summary["export"] == "exported"
 

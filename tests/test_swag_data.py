@@ -69,6 +69,31 @@ def test_test_file_has_no_label_and_columns_are_found_by_name(tmp_path):
   assert examples[1].pairs()[3] == ("Alone.", " four")  # an empty sent2 adds only a space the tokenizer drops
 
 
+def test_a_test_file_is_read_with_its_labels_when_it_has_them(tmp_path):
+  import json
+
+  os.makedirs(tmp_path / "labelled")
+  write(tmp_path / "labelled" / "test.csv", [HEADER, *ROWS])
+  assert [e.label for e in swag.read_split(str(tmp_path / "labelled"), "test").examples] == [0, 3, 2]
+  # Empty, or Hugging Face's -1: no label (such a file is predicted, not scored).
+  write(tmp_path / "labelled" / "test.csv", [HEADER, ROWS[0][:-1] + "-1", ROWS[1][:-1], ROWS[2]])
+  assert [e.label for e in swag.read_split(str(tmp_path / "labelled"), "test").examples] == [None, None, 2]
+  # JSON lines: the first record says whether the file has labels; then every record gives one.
+  record = {"sent1": "a", "sent2": "b", **{f"ending{i}": f"e{i}" for i in range(4)}}
+  path = write(tmp_path / "test.jsonl", [json.dumps({**record, "label": 1}), json.dumps({**record, "label": -1})])
+  assert [e.label for e in swag.read_examples(path, has_labels=None).examples] == [1, None]
+  path = write(tmp_path / "test.jsonl", [json.dumps(record), json.dumps({**record, "label": 1})])
+  assert [e.label for e in swag.read_examples(path, has_labels=None).examples] == [None, None]
+  path = write(tmp_path / "test.jsonl", [json.dumps({**record, "label": 1}), json.dumps(record)])
+  with pytest.raises(ValueError) as raised:
+    swag.read_examples(path, has_labels=None)
+  assert str(raised.value) == f"{path}:2: no 'label', which the first record has: give every record its label, or none"
+  # A label that is neither 0-3 nor "none" is refused as in val.csv.
+  write(tmp_path / "labelled" / "test.csv", [HEADER, ROWS[0][:-1] + "7"])
+  with pytest.raises(ValueError, match=r"test.csv:2: label '7' is not one of 0-3"):
+    swag.read_split(str(tmp_path / "labelled"), "test")
+
+
 def test_split_paths_and_gzip(tmp_path):
   assert swag.split_path("data", "val") == os.path.join("data", "val.csv")
   with pytest.raises(ValueError, match="'dev' is not a SWAG split; choose one of train, val, test"):

@@ -10,10 +10,12 @@ metrics come from the files; features are cached under <features_dir>/own/<task>
 
 Outputs in --output_dir:
   checkpoints/, train/          training checkpoints and TensorBoard summaries (a rerun resumes)
-  eval_results.txt / .json      dev metrics per evaluation split ("key = value", google-research's format)
+  eval_results.txt / .json      dev metrics and loss per evaluation split ("key = value", google-research's
+                                format)
   <TASK>.tsv                    test predictions in the GLUE submission format (index, prediction)
   test_results.tsv              per-class probabilities of the test examples (google-research's file)
   test_predictions.{csv,tsv,jsonl}  your own test file's predictions, as label strings (instead of <TASK>.tsv)
+  test_results.txt / .json      your own test file's metrics and loss, as dev's, when every row has its label
   classifier/                   the fine-tuned model, its vocab, config and label names (export reads it)
   selection.json                with --learning_rates / --num_restarts: every run's dev score and the winner
 """
@@ -237,18 +239,37 @@ def _evaluate(model, config: ClassifierConfig, task: glue.GlueTask, strategy, to
               say, inputs: Inputs | None = None, kept: dict | None = None) -> tuple[dict[str, float], np.ndarray]:
   examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
                                               config.finetuning.eval_batch_size, say, inputs, kept)
+  return _scores(config, task, examples, outputs, seconds, "eval"), outputs
+
+
+def _scores(config: ClassifierConfig, task: glue.GlueTask, examples: list, outputs: np.ndarray, seconds: float,
+            prefix: str) -> dict[str, float]:
+  """The metrics of `outputs` (the model's, [N, K] or [N]) against the labels of `examples`, the loss training
+  minimises on them (`eval_loss`), and the `prefix`ed count and rate ("eval": a dev split; "test")."""
   predictions, _ = classification.predictions_from_outputs(outputs, task.is_regression)
-  labels = [glue.label_to_id(task, e.label) for e in examples]
-  values = metrics.glue_metrics(task, predictions, np.asarray(labels))
-  values.update(eval_examples=len(examples), eval_seconds=round(seconds, 2),
-                eval_examples_per_second=round(len(examples) / max(seconds, 1e-9), 1))
-  return values, outputs
+  labels = np.asarray([glue.label_to_id(task, e.label) for e in examples],
+                      np.float32 if task.is_regression else np.int32)
+  values = metrics.glue_metrics(task, predictions, labels)
+  values[finetuning.LOSS] = eval_loss(config, task, outputs, labels)
+  values.update({f"{prefix}_examples": len(examples), f"{prefix}_seconds": round(seconds, 2),
+                 f"{prefix}_examples_per_second": round(len(examples) / max(seconds, 1e-9), 1)})
+  return values
+
+
+def eval_loss(config: ClassifierConfig, task: glue.GlueTask, outputs: np.ndarray, labels: np.ndarray) -> float:
+  """What `ClassificationTask` trains with, on the model's `outputs` for examples with these `labels` (ids, or
+  scores for regression): the mean cross-entropy, or mean squared error."""
+  loss_task = classification.ClassificationTask(config.finetuning.bert_config, task.num_labels, None,
+                                                config.max_seq_length)
+  features = {"label_ids": labels, "is_real_example": np.ones(len(labels), np.int32)}
+  return finetuning.eval_loss(loss_task, features, outputs)
 
 
 def metric_names(task: glue.GlueTask) -> tuple[str, ...]:
-  """The task's metrics, headline first (--metric_for_best's default): F1 for MRPC and QQP, as the GLUE
-  leaderboard lists them, else the first (accuracy, Matthews correlation, Pearson)."""
-  return tuple(sorted(task.metric_names, key=lambda name: name != "f1"))
+  """What an evaluation reports (--metric_for_best's choices): the task's metrics, headline first (the default):
+  F1 for MRPC and QQP, as the GLUE leaderboard lists them, else the first (accuracy, Matthews correlation,
+  Pearson); then the loss."""
+  return (*sorted(task.metric_names, key=lambda name: name != "f1"), finetuning.LOSS)
 
 
 def score(task: glue.GlueTask, values: dict[str, float]) -> float:
@@ -256,17 +277,19 @@ def score(task: glue.GlueTask, values: dict[str, float]) -> float:
   return float(np.mean([values[name] for name in task.metric_names]))
 
 
-def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]]) -> None:
+def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]], name: str = "eval_results") -> None:
+  """<name>.txt ("key = value"; several splits: "<split>_key = value") and <name>.json (the same, flat, and by
+  split under "splits")."""
   lines = []
   for split, values in results.items():
     for key, value in values.items():
       if isinstance(value, list):  # eval_history: in the json only
         continue
       lines.append(f"{key} = {value}" if len(results) == 1 else f"{split}_{key} = {value}")
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.txt"), "\n".join(lines) + "\n")
   flat = next(iter(results.values())) if len(results) == 1 else {
       f"{split}_{k}": v for split, values in results.items() for k, v in values.items()}
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.json"), json.dumps(
       {**flat, "splits": results}, indent=2) + "\n")
 
 
@@ -291,9 +314,9 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
         dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
     dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
 
-    def evaluate(model):  # while training: the metrics only (no timings), on the first dev split
+    def evaluate(model):  # while training: the metrics and the loss (no timings), on the first dev split
       values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs, kept[dev_split])
-      return {name: values[name] for name in task.metric_names}
+      return {name: values[name] for name in metric_names(task)}
 
     start = time.perf_counter()
     head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
@@ -320,8 +343,7 @@ def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, 
     for split in task.eval_splits():
       values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs, kept[split])
       results[split] = values
-      say(f"{task.name} {split}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
-                                              if k in task.metric_names))
+      say(f"{task.name} {split}: " + _shown(task, values))
     for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
                 *finetuning.EVALUATION_KEYS):
       if key in summary:
@@ -349,14 +371,21 @@ def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
 
 
 def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
-                 say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> list[str]:
+                 say: Callable[[str], None] = logging.info,
+                 inputs: Inputs | None = None) -> tuple[list[str], dict[str, dict[str, float]]]:
   """Test predictions: <TASK>.tsv (GLUE submission format; own files: test_predictions.<csv, tsv or jsonl>,
-  `user_data.write_predictions`) and test_results.tsv (probabilities) per split."""
-  written = []
+  `user_data.write_predictions`) and test_results.tsv (probabilities) per split. A test file whose every row has
+  its label (your own, with the label column) is also scored as dev is, into test_results.txt / .json (Hugging
+  Face's --do_predict reports metrics when the test set has labels). Returns (the prediction files, the scores
+  by split: {} when unlabelled)."""
+  written, scored = [], {}
   for split in task.test_splits():
-    examples, outputs, _ = _predict_split(model, config, task, strategy, tokenizer, split,
-                                          config.finetuning.predict_batch_size, say, inputs)
+    examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
+                                                config.finetuning.predict_batch_size, say, inputs)
     predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
+    if examples and all(e.label is not None for e in examples):
+      scored[split] = _scores(config, task, examples, outputs, seconds, "test")
+      say(f"{task.name} {split}: " + _shown(task, scored[split]))
     if not distribute.is_chief(strategy):
       continue
     if config.data_files is not None:
@@ -370,7 +399,14 @@ def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy,
                              "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
     say(f"{task.name} {split}: {len(examples)} predictions -> {path}")
     written.append(path)
-  return written
+  if scored and distribute.is_chief(strategy):
+    _write_eval_results(config.output_dir, scored, "test_results")
+  return written, scored
+
+
+def _shown(task: glue.GlueTask, values: dict[str, float]) -> str:
+  """'accuracy 0.8333  f1 0.8000  loss 0.4012': an evaluation's metrics and loss, for the log."""
+  return "  ".join(f"{k} {values[k]:.4f}" for k in metric_names(task))
 
 
 # -- The script's entry point ---------------------------------------------------------------------------------
@@ -426,7 +462,9 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
     best_dir = best["output_dir"]
   summary["best_dir"] = best_dir
   if config.do_predict:
-    summary["predictions"] = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
+    summary["predictions"], test = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
+    if test:
+      summary["test"] = test
   if config.export_dir and distribute.is_chief(strategy):
     from bert_tf.tasks.classification import serving as classifier_serving
 

@@ -7,10 +7,12 @@ that hold a comma or a quote are quoted, `"` doubled inside them: standard CSV, 
 GLUE's unquoted TSVs). Columns are found by their names in the header, so a file with the columns in another
 order still reads right, and a file that is not a SWAG file fails at line 1 naming what it lacks.
 
-Your own data: any CSV with the columns `sent1`, `sent2`, `ending0`..`ending3` and (but for test) `label`, or
-JSON lines (`train.jsonl`, `val.jsonl`, `test.jsonl`, used where the .csv is absent) of objects with those keys
-(a label an integer or its text). The index column (JSON: an "id" key) is optional; without it an example's id is
-its row's 0-based position.
+Your own data: any CSV with the columns `sent1`, `sent2`, `ending0`..`ending3` and (optional for test) `label`,
+or JSON lines (`train.jsonl`, `val.jsonl`, `test.jsonl`, used where the .csv is absent) of objects with those keys
+(a label an integer or its text). A test file with labels (the column in its header; JSON: a "label" in its
+first record, then in every record) is read with them, and run_swag.py scores it as val; there an empty label,
+or -1 (Hugging Face's test split), is none. The index column (JSON: an "id" key) is optional; without it an
+example's id is its row's 0-based position.
 
 An example's id is the index column's value (what test predictions are keyed by). The paper (section 4.4)
 scores each of the four endings with the context: sequence i of an example is
@@ -103,9 +105,14 @@ def _rows(path: str, wanted: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
     yield line, {**row, INDEX_COLUMN: row.get("id") if is_json else row.get(INDEX_COLUMN)}
 
 
-def read_examples(path: str, has_labels: bool) -> SwagReadResult:
+# What stands for "no label" in an optional label column: empty, or Hugging Face's -1 (its SWAG test split's).
+_NO_LABEL = ("", "-1", None)
+
+
+def read_examples(path: str, has_labels: bool | None) -> SwagReadResult:
   """Reads a SWAG CSV file, or JSON lines (.json, .jsonl), local, gs:// or gzip: train and val with
-  `has_labels`, test without.
+  `has_labels`; test with None: labels when the file has them (the header's column; JSON: the first record's
+  key, then every record's), else none.
 
   Raises FileNotFoundError for a missing file; ValueError naming path:line for an empty file, a header (or
   record) without SWAG's columns, a row whose field count differs from the header's, an empty text or ending,
@@ -115,8 +122,14 @@ def read_examples(path: str, has_labels: bool) -> SwagReadResult:
     raise FileNotFoundError(f"{path} does not exist: --data_dir should be a folder of the SWAG release (its "
                             f"data/ folder), which holds {', '.join(SPLITS.values())}")
   wanted = _TEXT_COLUMNS + ((LABEL_COLUMN,) if has_labels else ())
+  optional = has_labels is None
   examples = []
   for first, row in _rows(path, wanted):
+    if has_labels is None:  # an optional label column: the first row says whether the file has one
+      has_labels = LABEL_COLUMN in row
+    elif has_labels and LABEL_COLUMN not in row:  # JSON lines: a record without the label its first had
+      raise ValueError(f"{path}:{first}: no {LABEL_COLUMN!r}, which the first record has: give every record its "
+                       "label, or none")
     for name in _TEXT_COLUMNS:
       if not isinstance(row[name], str):
         raise ValueError(f"{path}:{first}: {name} is {json.dumps(row[name])}, not text; give a string")
@@ -129,10 +142,12 @@ def read_examples(path: str, has_labels: bool) -> SwagReadResult:
       text = row[LABEL_COLUMN]
       text = str(text) if isinstance(text, int) and not isinstance(text, bool) else text
       text = text.strip() if isinstance(text, str) else text  # " 1" is 1, in CSV and JSON lines alike
-      if text not in {str(i) for i in range(NUM_CHOICES)}:
+      if optional and text in _NO_LABEL:
+        text = None
+      elif text not in {str(i) for i in range(NUM_CHOICES)}:
         raise ValueError(f"{path}:{first}: label {text!r} is not one of 0-{NUM_CHOICES - 1} (the index of the "
                          "true ending); repair or delete that row")
-      label = int(text)
+      label = None if text is None else int(text)
     guid = row[INDEX_COLUMN]
     examples.append(SwagExample(guid=str(len(examples)) if guid is None else str(guid), sent1=row["sent1"],
                                 sent2=row["sent2"], endings=tuple(row[name] for name in ENDING_COLUMNS),
@@ -144,8 +159,8 @@ def read_examples(path: str, has_labels: bool) -> SwagReadResult:
 
 
 def read_split(data_dir: str, split: str) -> SwagReadResult:
-  """`read_examples` of `split` ("train", "val" or "test") in `data_dir`; only test is read without labels."""
-  return read_examples(split_path(data_dir, split), has_labels=split != "test")
+  """`read_examples` of `split` ("train", "val" or "test") in `data_dir`; test's labels are optional."""
+  return read_examples(split_path(data_dir, split), has_labels=True if split != "test" else None)
 
 
 def encode_example(tokenizer, example: SwagExample, max_seq_length: int) -> list:

@@ -4,8 +4,9 @@
   examples --swag_finetuning.write_feature_file--> features (TFRecords, [4, T] per example, cached under
   <features_dir>/swag/) --finetuning.train(MultipleChoiceTask)--> BertMultipleChoice --> <output_dir>/swag_model/
 
-  val.csv --finetuning.predict--> logits [N, 4] --> accuracy (eval_results.txt / .json)
-  test.csv --finetuning.predict--> softmax over the four endings --> test_predictions.csv
+  val.csv --finetuning.predict--> logits [N, 4] --> accuracy and loss (eval_results.txt / .json)
+  test.csv --finetuning.predict--> softmax over the four endings --> test_predictions.csv (and, when every
+  example has its label, accuracy and loss: test_results.txt / .json)
 
 Outputs in --output_dir:
   checkpoints/, train/      training checkpoints and TensorBoard summaries (a rerun resumes)
@@ -15,6 +16,8 @@ Outputs in --output_dir:
   eval_results.txt / .json  with --do_eval: accuracy and loss on val.csv ("key = value", google-research's format)
   test_predictions.csv      with --do_predict: per test example its id (test.csv's index column), the chosen
                             ending's index and text, and the four endings' probabilities
+  test_results.txt / .json  with --do_predict on a test file with labels (the release's has none): as
+                            eval_results, on the test file
 
 With --export_dir, swag_model/ is also exported for TensorFlow Serving (`export.swag_serving`: raw text in) to
 <export_dir>/<model_name>/<version>/.
@@ -41,7 +44,7 @@ from bert_tf.tasks.swag.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, sa
 from bert_tf.training import distribute, finetuning
 
 PREDICTIONS_FILE = "test_predictions.csv"
-METRIC_NAMES = ("accuracy", "loss")  # `evaluate`'s, headline (--metric_for_best's default) first
+METRIC_NAMES = ("accuracy", finetuning.LOSS)  # `evaluate`'s, headline (--metric_for_best's default) first
 PREDICTIONS_HEADER = ("id", "label", "ending", *(f"probability_{i}" for i in range(swag.NUM_CHOICES)))
 
 
@@ -161,18 +164,21 @@ def predict_logits(model, config: SwagConfig, split: str, result: swag.SwagReadR
   return logits
 
 
-def evaluate(logits: np.ndarray, examples: list[swag.SwagExample]) -> dict:
-  """Accuracy (the share of examples whose highest-scored ending is the true one) and the mean cross-entropy."""
-  labels = np.array([e.label for e in examples])
-  log_p = np.log(np.maximum(sf.probabilities(logits.astype(np.float64)), 1e-300))
-  return {"accuracy": float(np.mean(logits.argmax(axis=-1) == labels)),
-          "loss": float(-np.mean(log_p[np.arange(len(labels)), labels])), "eval_examples": len(labels)}
+def evaluate(config: SwagConfig, logits: np.ndarray, examples: list[swag.SwagExample], prefix: str = "eval") -> dict:
+  """Accuracy (the share of examples whose highest-scored ending is the true one), the loss training minimises
+  (`MultipleChoiceTask`'s: the mean cross-entropy over the four endings) and the `prefix`ed count."""
+  labels = np.array([e.label for e in examples], np.int32)
+  loss_task = sf.MultipleChoiceTask(config.finetuning.bert_config, None, config.max_seq_length)
+  loss = finetuning.eval_loss(loss_task, {"label_ids": labels, "is_real_example": np.ones_like(labels)}, logits)
+  return {"accuracy": float(np.mean(logits.argmax(axis=-1) == labels)), finetuning.LOSS: loss,
+          f"{prefix}_examples": len(labels)}
 
 
-def write_eval_results(output_dir: str, values: dict) -> None:
+def write_eval_results(output_dir: str, values: dict, name: str = "eval_results") -> None:
+  """<name>.txt ("key = value") and <name>.json: eval_results, or test_results."""
   lines = finetuning.results_text(values)
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), lines)
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.txt"), lines)
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.json"), json.dumps(values, indent=2) + "\n")
 
 
 def write_predictions(output_dir: str, examples: list[swag.SwagExample], probabilities: np.ndarray) -> str:
@@ -214,7 +220,7 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     def evaluate_val(model):  # while training: accuracy and loss on val.csv
       logits = predict_logits(model, config, "val", inputs["val"], strategy, tokenizer,
                               config.finetuning.eval_batch_size, say)
-      return evaluate(logits, inputs["val"].examples)
+      return evaluate(config, logits, inputs["val"].examples)
 
     model, trained = train(config, inputs["train"], strategy, tokenizer, say, evaluate_val)
     summary.update(trained)
@@ -236,7 +242,7 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     start = time.perf_counter()
     logits = predict_logits(model, config, "val", inputs["val"], strategy, tokenizer,
                             config.finetuning.eval_batch_size, say)
-    values = evaluate(logits, inputs["val"].examples)
+    values = evaluate(config, logits, inputs["val"].examples)
     values["eval_seconds"] = round(time.perf_counter() - start, 2)
     for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
                 *finetuning.EVALUATION_KEYS):
@@ -249,11 +255,24 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     summary["eval"] = values
   if config.do_predict:
     examples = inputs["test"].examples
+    start = time.perf_counter()
     logits = predict_logits(model, config, "test", inputs["test"], strategy, tokenizer,
                             config.finetuning.predict_batch_size, say)
+    seconds = time.perf_counter() - start
     if chief:
       summary["predictions"] = write_predictions(config.output_dir, examples, sf.probabilities(logits))
       say(f"SWAG test: {len(examples)} predictions -> {summary['predictions']}")
+    labelled = sum(e.label is not None for e in examples)
+    if labelled == len(examples):  # a test file with labels is scored as val (Hugging Face's --do_predict too)
+      values = {**evaluate(config, logits, examples, "test"), "test_seconds": round(seconds, 2)}
+      if chief:
+        write_eval_results(config.output_dir, values, "test_results")
+      say(f"SWAG test: accuracy {values['accuracy']:.4f}  loss {values['loss']:.4f} ({values['test_examples']} "
+          "examples)")
+      summary["test"] = values
+    elif labelled:
+      say(f"{inputs['test'].path}: {labelled} of {len(examples)} examples have a label: not scored (label them "
+          "all to have the file scored)")
   if config.export_dir and chief:
     from bert_tf.tasks.swag import serving as swag_serving
 
