@@ -39,7 +39,10 @@ flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf:
 flags.DEFINE_integer("step", None, "ours input only: the training checkpoint ckpt-<step> of a pretraining "
                      "--output_dir (default: the newest).")
 flags.DEFINE_enum("output_format", "ours", list(OUTPUT_FORMATS), "Format to write.")
-flags.DEFINE_string("output_dir", None, "Directory to write; created if missing.")
+flags.DEFINE_string("output_dir", None, "Folder to write: new or empty (created if missing), else refused unless "
+                    "--overwrite_output_dir.")
+flags.DEFINE_bool("overwrite_output_dir", False, "Replace a non-empty --output_dir: what it held is removed, so no "
+                  "file of an earlier conversion (or anything else) stays beside the new one.")
 flags.DEFINE_string("bert_config_file", None, "tf1 input only: its bert_config.json (default: the one "
                     "beside the checkpoint).")
 flags.DEFINE_string("vocab_file", None, "tf1 and ours inputs: vocab.txt to copy (default: the one beside the "
@@ -58,6 +61,14 @@ def main(argv):
     raise ValueError("--vocab_file applies to --input_format=tf1 and ours; an hf input carries its own")
   from bert_tf.model import convert, released
 
+  # Before anything is read (a download, a conversion): a file, or a folder holding something, is refused.
+  convert.check_output_dir(FLAGS.output_dir, FLAGS.overwrite_output_dir,
+                           None if released.is_released(FLAGS.input) else FLAGS.input)
+  if FLAGS.input_format != "keras_hub" and not released.is_released(FLAGS.input):  # a preset is a name
+    from bert_tf.training import handoff
+
+    handoff.check_checkpoint_path(FLAGS.input, "--input")  # does not exist, an empty folder, not a checkpoint
+
   if FLAGS.step is not None and FLAGS.input_format != "ours":
     raise ValueError(f"--step applies to --input_format=ours (a pretraining --output_dir), not {FLAGS.input_format}")
   if released.is_released(FLAGS.input):
@@ -75,7 +86,7 @@ def main(argv):
   if converted.unused:
     logging.warning("%d input tensor(s) not converted: %s", len(converted.unused),
                     ", ".join(converted.unused[:20]))
-  path = convert.SAVERS[FLAGS.output_format](converted, FLAGS.output_dir)
+  path = convert.write_output(convert.SAVERS[FLAGS.output_format], converted, FLAGS.output_dir)
   logging.info("wrote %s (%s; heads: %s)", path, FLAGS.output_format, ", ".join(converted.heads) or "none")
 
 

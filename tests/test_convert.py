@@ -442,6 +442,68 @@ def test_script_run_shows_no_tensorflow_start_up_noise(tiny_pretrainer, tmp_path
   assert not [word for word in noise if word in result.stderr], result.stderr
 
 
+def test_script_refuses_a_file_or_a_non_empty_output_dir_unless_overwriting_it_whole(tiny_pretrainer, tmp_path):
+  """Issue 30 (4): --output_dir naming a file was a traceback; (10): a non-empty folder was written over, the
+  files already there left beside the new ones."""
+  import concurrent.futures
+
+  import training_helpers as th
+
+  convert.save_tf1(tiny_converted(tiny_pretrainer), str(tmp_path / "tf1"))
+  (tmp_path / "notes.txt").write_text("mine\n")
+  (tmp_path / "used").mkdir()
+  (tmp_path / "used" / "notes.txt").write_text("mine\n")
+  (tmp_path / "old").mkdir()
+  for name in ("config.json", "model.safetensors", "stale.bin"):
+    (tmp_path / "old" / name).write_text("an earlier conversion\n")
+  script = os.path.join(REPO, "scripts", "convert_checkpoint.py")
+
+  def run(*flags):
+    return th.run_python([script, "--input_format=tf1", *flags])
+
+  refused = {
+      (f"--input={tmp_path}/tf1", f"--output_dir={tmp_path}/notes.txt"):
+          f"--output_dir={tmp_path}/notes.txt is a file; give a folder (created if missing)",
+      (f"--input={tmp_path}/tf1", f"--output_dir={tmp_path}/used"):
+          f"--output_dir={tmp_path}/used is not empty (it holds notes.txt); give a new or empty folder, or pass "
+          "--overwrite_output_dir to replace it and all it holds",
+  }
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    runs = {flags: pool.submit(run, *flags) for flags in refused}
+    done = run(f"--input={tmp_path}/tf1", f"--output_dir={tmp_path}/old", "--output_format=hf",
+               "--overwrite_output_dir")
+    for flags, message in refused.items():
+      result = runs[flags].result()
+      assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, f"error: {message}"), flags
+  assert done.returncode == 0, done.stderr[-3000:]
+  # Replaced whole: the earlier files are gone, nothing but the conversion is there.
+  assert sorted(os.listdir(tmp_path / "old")) == ["config.json", "model.safetensors"]
+  assert json.loads((tmp_path / "old" / "config.json").read_text())["hidden_size"] == tiny_pretrainer.config.hidden_size
+  assert (tmp_path / "used" / "notes.txt").read_text() == "mine\n"
+
+
+def test_output_dir_is_checked_before_anything_is_read(tmp_path):
+  out = tmp_path / "out"
+  for fine in (out, tmp_path / "new" / "deeper"):  # missing, or empty
+    convert.check_output_dir(str(fine))
+  out.mkdir()
+  convert.check_output_dir(str(out))
+  for name in ("a", "b", "c", "d", "e"):
+    (out / name).write_text("")
+  with pytest.raises(ValueError) as caught:
+    convert.check_output_dir(str(out))
+  assert str(caught.value) == (f"--output_dir={out} is not empty (it holds a, b, c and 2 more); give a new or empty "
+                               "folder, or pass --overwrite_output_dir to replace it and all it holds")
+  convert.check_output_dir(str(out), overwrite=True, source=str(tmp_path / "elsewhere"))
+  for inside in (out, out / "a", out / "ours" / "encoder"):  # replacing the folder would remove the input
+    with pytest.raises(ValueError) as caught:
+      convert.check_output_dir(str(out), overwrite=True, source=str(inside))
+    assert str(caught.value) == (f"--output_dir={out} holds --input={inside}, which --overwrite_output_dir would "
+                                 "remove; write the conversion to another folder")
+  with pytest.raises(NotADirectoryError, match=f"^--output_dir={out}/a is a file; give a folder"):
+    convert.check_output_dir(str(out / "a"), overwrite=True)
+
+
 # --- Released weights by name ------------------------------------------------------------------------------
 
 
@@ -500,6 +562,11 @@ def test_a_hugging_face_model_id_is_read_from_the_cache_offline_and_converted_on
   assert message.startswith(f"hf:google-bert/bert-base-uncased: not in the cache ({tmp_path}/hub/"
                             "models--google-bert--bert-base-uncased) and it could not be downloaded here (")
   assert "run `hf download google-bert/bert-base-uncased config.json model.safetensors vocab.txt " in message
+  # Issue 30 (10): "copy that folder" said neither which folder nor where to.
+  assert message.endswith(
+      "`, then copy the folder it fills there, models--google-bert--bert-base-uncased under that machine's "
+      f"HF_HUB_CACHE cache, to {tmp_path}/hub/models--google-bert--bert-base-uncased here (or set HF_HUB_CACHE to a "
+      "cache that holds it)")
   assert "\n" not in message
 
 
@@ -562,6 +629,9 @@ def test_a_keras_hub_preset_is_read_from_kagglehubs_cache_offline_and_computes_w
   assert message.startswith(f"keras_hub:bert_small_en_uncased: not in the cache ({tmp_path}/empty/models/keras/"
                             "bert/keras/bert_small_en_uncased/")
   assert "keras_hub.models.BertBackbone.from_preset('bert_small_en_uncased')" in message and "\n" not in message
+  folder = os.path.join("models", *handle.removeprefix("kaggle://").split("/")).replace("bert_tiny", "bert_small")
+  assert message.endswith(f"then copy the folder it fills there, {folder} under that machine's KAGGLEHUB_CACHE "
+                          f"cache, to {tmp_path}/empty/{folder} here (or set KAGGLEHUB_CACHE to a cache that holds it)")
 
 
 def test_a_truncated_safetensors_file_or_a_bad_config_json_is_named(tmp_path):

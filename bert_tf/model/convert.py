@@ -717,3 +717,37 @@ def save_hf(converted: Converted, output_dir: str) -> str:
 LOADERS: dict[str, Callable[..., Converted]] = {"tf1": load_tf1, "hf": load_hf, "ours": load_ours,
                                                 "keras_hub": load_keras_hub}
 SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": save_ours, "hf": save_hf}
+
+
+# -- convert_checkpoint.py's --output_dir ---------------------------------------------------------------------
+
+
+def check_output_dir(output_dir: str, overwrite: bool = False, source: str | None = None) -> None:
+  """Before anything is read: --output_dir is a folder (created if missing), empty unless `overwrite`
+  (--overwrite_output_dir), and then not one that holds `source` (--input, a local path): `write_output`
+  replaces the folder whole, so no file of an earlier conversion (or anything else) stays beside the new one.
+  One-line NotADirectoryError / ValueError naming the flag."""
+  if fileio.exists(output_dir) and not fileio.isdir(output_dir):
+    raise NotADirectoryError(f"--output_dir={output_dir} is a file; give a folder (created if missing)")
+  entries = sorted(fileio.listdir(output_dir)) if fileio.isdir(output_dir) else []
+  if not entries:
+    return
+  if not overwrite:
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise ValueError(f"--output_dir={output_dir} is not empty (it holds {shown}); give a new or empty folder, or "
+                     "pass --overwrite_output_dir to replace it and all it holds")
+  if source and not fileio.is_remote(source) and not fileio.is_remote(output_dir):
+    inside = os.path.relpath(os.path.abspath(source), os.path.abspath(output_dir))
+    if inside == "." or not inside.startswith(".."):
+      raise ValueError(f"--output_dir={output_dir} holds --input={source}, which --overwrite_output_dir would remove; "
+                       "write the conversion to another folder")
+
+
+def write_output(save: Callable[[Converted, str], str], converted: Converted, output_dir: str) -> str:
+  """`save(converted, folder)` (one of SAVERS) into a new folder that then replaces `output_dir` whole (locally:
+  written under a temporary name and renamed, so an interrupted conversion leaves the old folder or none).
+  Returns the path `save` returned, under `output_dir`."""
+  written = []
+  fileio.replace_dir(lambda folder: written.append((folder, save(converted, folder))), output_dir)
+  folder, path = written[0]
+  return os.path.join(output_dir, os.path.relpath(path, folder))

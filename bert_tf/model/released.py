@@ -61,11 +61,17 @@ def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
   return target
 
 
-def _offline_error(name: str, where: str, command: str, variable: str, reason: Exception) -> FileNotFoundError:
+def _offline_error(name: str, cache: str, folder: str, command: str, variable: str,
+                   reason: Exception) -> FileNotFoundError:
+  """One line: `name` is not in `cache` (here, at `folder` under it), and how to bring it there from a machine with
+  network: `command` fills `folder` under that machine's cache ($`variable`), which is copied to the same place
+  here."""
   first = str(reason).strip().splitlines()[0] if str(reason).strip() else type(reason).__name__
+  where = os.path.join(cache, folder)
   return FileNotFoundError(f"{name}: not in the cache ({where}) and it could not be downloaded here ({first}); "
-                           f"where there is network, run `{command}`, then copy that folder to the same place "
-                           f"here (or set {variable} to the cache it is in)")
+                           f"where there is network, run `{command}`, then copy the folder it fills there, {folder} "
+                           f"under that machine's {variable} cache, to {where} here (or set {variable} to a cache "
+                           "that holds it)")
 
 
 def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
@@ -77,7 +83,7 @@ def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
     folder = huggingface_hub.snapshot_download(model_id, allow_patterns=HF_FILES)
   except Exception as e:  # pylint: disable=broad-except  # Offline, unknown id, no network: all said the same way.
     raise _offline_error(
-        f"{HF}{model_id}", os.path.join(constants.HF_HUB_CACHE, "models--" + model_id.replace("/", "--")),
+        f"{HF}{model_id}", constants.HF_HUB_CACHE, "models--" + model_id.replace("/", "--"),
         f"hf download {model_id} {' '.join(f for f in HF_FILES if '*' not in f and 'index' not in f)}",
         "HF_HUB_CACHE", e) from None
   from bert_tf.model import convert
@@ -103,9 +109,10 @@ def _keras_hub_preset(preset: str) -> tuple[str, str, object]:
     except Exception as e:  # pylint: disable=broad-except  # Offline or no network: said the same way.
       import kagglehub.config
 
-      where = os.path.join(kagglehub.config.get_cache_folder(), "models", *handle.removeprefix("kaggle://").split("/"))
+      folder = os.path.join("models", *handle.removeprefix("kaggle://").split("/"))
       command = (f"python -c \"import keras_hub; keras_hub.models.BertBackbone.from_preset('{name}'); "
                  f"keras_hub.models.BertTokenizer.from_preset('{name}')\"")
-      raise _offline_error(f"{KERAS_HUB}{name}", where, command, "KAGGLEHUB_CACHE", e) from None
+      raise _offline_error(f"{KERAS_HUB}{name}", kagglehub.config.get_cache_folder(), folder, command,
+                           "KAGGLEHUB_CACHE", e) from None
 
   return preset, version, load
