@@ -59,6 +59,26 @@ def _read_predictions(path):
   return gold[:-1], predicted[:-1], words[:-1]
 
 
+def _loss(model_dir, sentences, document_context, vocab):
+  """The mean cross-entropy over the labelled words of `sentences`' windows (labels in the model's scheme),
+  computed here from the saved model's logits: what training minimises, apart from the run's evaluation."""
+  import numpy as np
+
+  from bert_tf.data.tokenization import FullTokenizer
+  from bert_tf.tasks.ner.folder import load_model
+
+  model, settings = load_model(str(model_dir))
+  label_ids = {label: i for i, label in enumerate(settings["labels"])}
+  windows = ner.make_windows(sentences, FullTokenizer(str(vocab)), T, document_context, label_ids,
+                             settings["label_scheme"])
+  inputs = {k: np.array([getattr(w, k) for w in windows], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+  logits = model(inputs, training=False).numpy().astype(np.float64)  # [N, T, K]
+  log_p = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+  labels, mask = (np.array([getattr(w, k) for w in windows]) for k in ("label_ids", "label_mask"))
+  picked = np.take_along_axis(log_p, labels[..., None], axis=-1)[..., 0]
+  return -np.sum(picked * mask) / np.sum(mask)
+
+
 TRAIN = ("--do_train", "--do_eval", "--do_predict", "--data_dir=conll", "--init_checkpoint=model",
          "--output_dir=out", "--train_batch_size=2", "--learning_rate=1e-2", "--num_train_epochs=3",
          "--document_context", "--save_checkpoints_steps=2", "--eval_every_steps=4", "--keep_best_checkpoint")
@@ -70,9 +90,10 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
   assert done.returncode == 0, done.stderr[-3000:]
   assert "IOB1 tags, types LOC, MISC, ORG, PER" in done.stderr
   # Each file's features made or read once, the dev file's for all its evaluations (while training and at the
-  # end); eng.testb, a copy of eng.testa, reuses its features.
+  # end); eng.testa and eng.testb, copies of eng.train, reuse its features (every file's windows are labelled).
   reused = [line for line in done.stderr.splitlines() if "reusing features" in line]
-  assert done.stderr.count(": wrote features") == 2 and len(reused) == 1 and "eng.testb: reusing" in reused[0]
+  assert done.stderr.count(": wrote features") == 1 and "eng.train: wrote" in done.stderr
+  assert [line.split("conll/")[1].split(":")[0] for line in reused] == ["eng.testa", "eng.testb"]
   out = workdir / "out"
   settings = json.loads((out / "ner_model" / "ner.json").read_text())
   assert settings["labels"] == list(ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2"))
@@ -91,11 +112,17 @@ def test_trains_evaluates_predicts_reruns_and_predicts_a_copy(workdir):
         "precision": expected.overall.precision, "recall": expected.overall.recall, "f1": expected.overall.f1,
         "accuracy": expected.accuracy}
     assert results["train_steps"] == 6 and results[f"{split}_sentences"] == 4
+    # The loss training minimises (mean cross-entropy over the labelled words), from the same pass.
+    assert results["loss"] == pytest.approx(_loss(out / "ner_model", conll.sentences, True,
+                                                  workdir / "model" / "vocab.txt"), abs=1e-5)
+    assert f"{os.path.join('conll', 'eng.testa' if split == 'eval' else 'eng.testb')} "\
+           f"({'dev' if split == 'eval' else 'test'}): loss {results['loss']:.4f}" in done.stderr
     assert results["train_windows"] >= results["train_sentences"] and results["train_windows_per_second"] > 0
     assert f"f1 = {results['f1']}\n" in (out / f"{split}_results.txt").read_text()
     assert (out / f"{split}_conlleval.txt").read_text().startswith("processed 17 tokens with 7 phrases;")
     # Evaluated on the dev file at steps 4 and 6; the model kept and scored at the end is the best one.
     assert [h["step"] for h in results["eval_history"]] == [4, 6] and results["metric_for_best"] == "f1"
+    assert all(h["loss"] > 0 for h in results["eval_history"])
     assert results["best_metric"] == max(h["f1"] for h in results["eval_history"])
     if split == "eval":
       assert results["f1"] == results["best_metric"]
@@ -180,6 +207,9 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
   results = json.loads((out / "eval_results.json").read_text())
   expected = ner_metrics.evaluate_tags(gold, predicted)
   assert (results["accuracy"], results["macro_f1"], results["words"]) == (expected.accuracy, expected.macro[2], 17)
+  dev = ner.read_conll(str(tmp_path / "pos" / "dev.jsonl"), ner.PLAIN)
+  assert results["loss"] == pytest.approx(_loss(out / "ner_model", dev.sentences, False,
+                                                workdir / "model" / "vocab.txt"), abs=1e-5)
   assert results["metric_for_best"] == "accuracy" and [h["step"] for h in results["eval_history"]] == [2, 4]
   assert summary["eval"]["accuracy"] == expected.accuracy and "f1" not in results
   assert (out / "eval_report.txt").read_text() == ner_metrics.tag_report(expected)
@@ -195,7 +225,8 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
     ner_run.read_inputs(config(init=model, do_eval=True), entity_model)
   assert str(info.value) == (f"{tmp_path / 'pos' / 'dev.jsonl'}: holds plain tags (not entities), but the model "
                              f"({model}) has entity tags; give every file the same kind of tags")
-  with pytest.raises(ValueError, match="--metric_for_best=f1: evaluating on .*dev.jsonl gives accuracy, macro_f1, weighted_f1"):
+  with pytest.raises(ValueError, match="--metric_for_best=f1: evaluating on .*dev.jsonl gives accuracy, macro_f1, "
+                     "weighted_f1, macro_precision, macro_recall, loss$"):
     ner_run.run_ner(config(do_train=True, do_eval=True, eval_every_steps=2, metric_for_best="f1"), strategy)
   write(tmp_path / "pos" / "dev.jsonl", '{"tokens": ["a", "dog"], "tags": ["DT", "NN"]}\n')
   with pytest.raises(ValueError, match=r"dev.jsonl:1: column 'tags': unknown tag 'DT': the model \(.*\) has the "
@@ -215,15 +246,19 @@ def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(
                              finetuning=ft, do_train=True, do_eval=True, max_seq_length=T)
 
   config("PER_f1").validate()  # a type's score waits for the dev file
+  config("loss").validate()  # every task's evaluation loss (the lowest is best)
+  ner_run.check_metric_for_best(config("loss"), ner.parse_conll(ORIGINAL.encode(), "fixture"))
   with pytest.raises(ValueError, match=r"^--metric_for_best=PER_support: this task reports f1, precision, recall, "):
     config("PER_support").validate()
   with pytest.raises(ValueError) as error:
     ner_run.run_ner(config("DATE_f1"))
   names = ("f1, precision, recall, accuracy, macro_f1, weighted_f1, "
-           + ", ".join(f"{kind}_{m}" for kind in ("LOC", "MISC", "ORG", "PER") for m in ("f1", "precision", "recall")))
+           + ", ".join(f"{kind}_{m}" for kind in ("LOC", "MISC", "ORG", "PER") for m in ("f1", "precision", "recall"))
+           + ", loss")
   assert str(error.value) == f"--metric_for_best=DATE_f1: evaluating on {workdir / 'conll' / 'eng.testa'} gives {names}"
   assert not (workdir / "metric_out").exists()  # stopped before any work
-  # Every name offered is a score the evaluation gives, whatever was predicted (here: nothing).
+  # Every name offered is a score the evaluation gives, whatever was predicted (here: nothing), or its loss.
   conll = ner.parse_conll(ORIGINAL.encode(), "fixture")
   values = ner_metrics.evaluate([s.tags for s in conll.sentences], [["O"] * len(s.tags) for s in conll.sentences])
-  assert set(ner_run.metric_names(conll.types)) <= set(values.as_dict())
+  names = ner_run.metric_names("IOB2", conll.types)
+  assert names[-1] == "loss" and set(names[:-1]) <= set(values.as_dict())

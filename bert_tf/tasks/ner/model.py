@@ -184,14 +184,22 @@ def float32_copy(model: BertTokenClassifier) -> BertTokenClassifier:
   return copy
 
 
-def ner_predictions(model: BertTokenClassifier, max_seq_length: int) -> Callable:
+def ner_predictions(model: BertTokenClassifier, max_seq_length: int, loss_task: NerTask | None = None) -> Callable:
   """`model` as `finetuning.predict` runs it: features -> float32 [B, T] label ids (the argmax at every
   position, as floats: `predict` casts outputs), padded back to `max_seq_length` after a dynamically padded
-  batch so the batches concatenate to [N, T]. Only ids at label_mask positions mean anything."""
+  batch so the batches concatenate to [N, T]. Only ids at label_mask positions mean anything.
+
+  With `loss_task` (windows labelled: the evaluation loss), -> (those ids, `finetuning.loss_sums` of the task's
+  loss on the logits): for `finetuning.predict(..., with_sums=True)`, which adds the sums up over the pass."""
+  from bert_tf.training import finetuning
 
   def call(features, training=False):
-    ids = tf.argmax(model(features, training=training), axis=-1, output_type=tf.int32)  # [B, T']
-    return tf.pad(ids, [[0, 0], [0, max_seq_length - tf.shape(ids)[1]]])
+    logits = model(features, training=training)  # [B, T', K]
+    ids = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, T']
+    ids = tf.pad(ids, [[0, 0], [0, max_seq_length - tf.shape(ids)[1]]])
+    if loss_task is None:
+      return ids
+    return ids, finetuning.loss_sums(loss_task, features, logits)
 
   return call
 

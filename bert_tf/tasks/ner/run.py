@@ -4,16 +4,17 @@
   --ner.make_windows / ner_finetuning.write_feature_file--> windows (TFRecords, cached under <features_dir>/ner/)
   --finetuning.train(NerTask)--> BertTokenClassifier --> <output_dir>/ner_model/
 
-  eng.testa (--do_eval), eng.testb (--do_predict) --> windows --finetuning.predict--> a label per word (at its
-  first piece) --converted to the file's tag scheme--> <split>_predictions.txt (word gold predicted)
-  --ner_metrics.evaluate (conlleval's scores)--> <split>_results.txt / .json
+  eng.testa (--do_eval), eng.testb (--do_predict) --> windows (labelled: the loss) --finetuning.predict--> a label
+  per word (at its first piece) and the loss --converted to the file's tag scheme--> <split>_predictions.txt
+  (word gold predicted) --ner_metrics.evaluate (conlleval's scores)--> <split>_results.txt / .json
 
 Outputs in --output_dir:
   checkpoints/, train/           training checkpoints and TensorBoard summaries (a rerun resumes)
   ner_model/                     the fine-tuned model: float32 weights (`model`), bert_config.json, vocab.txt and
                                  ner.json (labels, their scheme, the entity types, window settings)
   eval_predictions.txt           --do_eval: the dev file's words, gold and predicted tags (conlleval's input)
-  eval_results.txt / .json       --do_eval: precision, recall, f1 (overall and per type), accuracy ("key = value")
+  eval_results.txt / .json       --do_eval: precision, recall, f1 (overall and per type), accuracy, and loss (the
+                                 mean cross-entropy training minimises, over the labelled words) ("key = value")
   eval_conlleval.txt             --do_eval: the same scores as conlleval prints them
   test_predictions.txt, test_results.txt / .json, test_conlleval.txt   likewise for --do_predict on the test file
 
@@ -68,10 +69,10 @@ TYPE_METRICS = ("f1", "precision", "recall")  # of each entity type: PER_f1, ...
 def metric_names(label_scheme: str, types: tuple[str, ...] = ()) -> tuple[str, ...]:
   """The scores a model with labels in `label_scheme` (IOB2, BIOES or ner.PLAIN) reports, headline first
   (--metric_for_best's default and choices): a plain tag set's word-level scores, or the entity scores and then
-  each of the entity `types`' f1, precision and recall."""
+  each of the entity `types`' f1, precision and recall; then the loss."""
   if label_scheme == ner.PLAIN:
-    return PLAIN_METRIC_NAMES
-  return METRIC_NAMES + tuple(f"{kind}_{name}" for kind in types for name in TYPE_METRICS)
+    return (*PLAIN_METRIC_NAMES, finetuning.LOSS)
+  return (*METRIC_NAMES, *(f"{kind}_{name}" for kind in types for name in TYPE_METRICS), finetuning.LOSS)
 
 
 @dataclasses.dataclass
@@ -117,7 +118,8 @@ class NerConfig(finetuning.TaskRunConfig):
     metric = self.finetuning.metric_for_best or ""
     per_type = (metric,) if metric.rpartition("_")[0] and metric.rpartition("_")[2] in TYPE_METRICS else ()
     names = {ner.PLAIN: PLAIN_METRIC_NAMES, "auto": tuple(dict.fromkeys(METRIC_NAMES + PLAIN_METRIC_NAMES))}
-    self.finetuning.check_evaluation(self.do_train, self.do_eval, names.get(self.tag_scheme, METRIC_NAMES) + per_type)
+    self.finetuning.check_evaluation(self.do_train, self.do_eval,
+                                     names.get(self.tag_scheme, METRIC_NAMES) + per_type + (finetuning.LOSS,))
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
       raise ValueError("--do_eval/--do_predict without --do_train need a fine-tuned model: "
@@ -206,7 +208,9 @@ def check_metric_for_best(config: NerConfig, dev: ner.ConllFile) -> None:
 
 
 def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, say):
-  """(the cached feature file of `conll`, its windows). Training windows carry labels; others do not."""
+  """(the cached feature file of `conll`, its windows), labelled with the ids of `labels` (None: unlabelled).
+  Every file is labelled (dev and test for their loss): a dev or test file with the training file's content
+  reuses its features."""
   label_ids = {label: i for i, label in enumerate(labels)} if labels else None
   target = nf.feature_file_path(config.features_dir, conll.path, config.vocab_file, config.do_lower_case,
                                 config.max_seq_length, config.document_context, config.label_scheme,
@@ -293,15 +297,17 @@ def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], stra
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-            say, kept: dict | None = None) -> list[list[str]]:
-  """Each sentence's predicted tags, in the scheme of `conll`'s file. `kept`: a run's dict for what its later
-  calls on `conll` reuse (evaluation while training): the windows and feature file, made or read once, and the
-  prediction function of `model` (and its encoder's cached layers), made once."""
+            say, kept: dict | None = None) -> tuple[list[list[str]], float]:
+  """(each sentence's predicted tags, in the scheme of `conll`'s file; the loss training minimises on its windows:
+  `NerTask`'s mean cross-entropy over the labelled words, from the same pass). `kept`: a run's dict for what its
+  later calls on `conll` reuse (evaluation while training): the windows and feature file, made or read once, and
+  the prediction function of `model` (and its encoder's cached layers), made once."""
   kept = {} if kept is None else kept
   if "features" not in kept:
-    kept["features"] = _feature_file(config, conll, tokenizer, None, say)
+    kept["features"] = _feature_file(config, conll, tokenizer, labels, say)
+  loss_task = nf.NerTask(config.finetuning.bert_config, len(labels), None, config.max_seq_length)
   if kept.get("model") is not model:
-    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length), layers=None)
+    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length, loss_task), layers=None)
   info, windows = kept["features"]
   batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
   if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
@@ -311,15 +317,16 @@ def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, .
     dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
                              dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
                              length_multiple=config.length_multiple)
-  ids = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {conll.path}",
-                           num_examples=len(windows))  # [N, T]
+  ids, sums = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {conll.path}",
+                                 num_examples=len(windows), with_sums=True)  # [N, T]
   if len(ids) != len(windows):
     raise ValueError(f"{info.path}: {len(ids)} windows predicted, {len(windows)} expected; remove the file to "
                      "have it written again")
   tags = ner.predicted_tags(windows, ids.astype(int), conll.sentences, labels)
+  loss = finetuning.mean_loss(loss_task, sums)
   if config.label_scheme == ner.PLAIN:
-    return tags
-  return [ner.convert_tags(row, conll.scheme) for row in tags]
+    return tags, loss
+  return [ner.convert_tags(row, conll.scheme) for row in tags], loss
 
 
 def score(conll: ner.ConllFile, predicted: list[list[str]], label_scheme: str) -> tuple[dict, str]:
@@ -400,10 +407,10 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     conll = inputs["train"]
     labels = labels_of(conll, config.label_scheme)
 
-    def evaluate(model):  # while training: the scores on the dev file (conlleval's, or word-level ones)
+    def evaluate(model):  # while training: the scores on the dev file (conlleval's, or word-level ones), the loss
       dev = inputs["eval"]
-      return score(dev, predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"]),
-                   config.label_scheme)[0]
+      predicted, loss = predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"])
+      return {**score(dev, predicted, config.label_scheme)[0], finetuning.LOSS: loss}
 
     model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
     summary.update(trained)
@@ -425,10 +432,11 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       continue
     conll = inputs[split]
     start = time.perf_counter()
-    predicted = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
+    predicted, loss = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
     seconds = time.perf_counter() - start
     scores, report = score(conll, predicted, config.label_scheme)
-    values = {**scores, f"{split}_sentences": len(conll.sentences), "predict_seconds": round(seconds, 2)}
+    values = {**scores, finetuning.LOSS: loss, f"{split}_sentences": len(conll.sentences),
+              "predict_seconds": round(seconds, 2)}
     for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second",
                 *finetuning.EVALUATION_KEYS):
       if key in summary:
@@ -438,7 +446,7 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
       write_results(config.output_dir, split, values, report,
                     "report" if config.label_scheme == ner.PLAIN else "conlleval")
       say(f"{len(predicted)} sentences -> {path}")
-    say(f"{conll.path}:\n" + report.rstrip())
+    say(f"{conll.path} ({_SPLITS[split]}): loss {loss:.4f}\n" + report.rstrip())
     summary[split] = values
   if config.export_dir and chief:
     from bert_tf.tasks.ner import serving as ner_serving
