@@ -54,6 +54,29 @@ def _read(path):
     return json.load(f)
 
 
+def _training_loss(workdir, model_dir):
+  """The mean over train.json's training windows of (CE(start) + CE(end)) / 2, each softmax over the window's
+  real tokens, of the model's logits: computed here in float64."""
+  import numpy as np
+
+  from bert_tf.data.tokenization import FullTokenizer
+  from bert_tf.tasks.squad import data as squad
+  from bert_tf.tasks.squad.folder import load_model
+
+  examples = squad.read_squad_examples(str(workdir / "train.json"), True, True).examples
+  windows = list(squad.convert_examples_to_features(examples, FullTokenizer(str(workdir / "model" / "vocab.txt")),
+                                                    True, T, STRIDE, QUERY))
+  inputs = {k: np.array([getattr(w, k) for w in windows], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+  outputs = load_model(str(model_dir))(inputs, training=False)
+  mask = inputs["input_mask"] > 0
+  total = 0.0
+  for side in ("start", "end"):
+    logits = np.where(mask, outputs[f"{side}_logits"].numpy().astype(np.float64), -np.inf)
+    log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+    total += -np.mean(log_p[np.arange(len(windows)), [getattr(w, f"{side}_position") for w in windows]])
+  return total / 2
+
+
 def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(workdir):
   done = _run(workdir, "--do_train", "--do_predict", "--do_eval", "--train_file=train.json",
               "--init_checkpoint=model", "--output_dir=out", "--train_batch_size=16", "--learning_rate=1e-3",
@@ -75,6 +98,11 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
       h["best_f1"] for h in history)
   text = (out / "eval_results.txt").read_text()
   assert f"best_f1_thresh = {results['best_f1_thresh']}\n" in text
+  # The loss training minimises, on dev's windows (dev.json is train.json: its training windows, labelled by the
+  # training reader, apart from the run's evaluation), from the saved (best) model's logits; each evaluation's.
+  assert results["loss"] == pytest.approx(_training_loss(workdir, out / "squad_model"), abs=1e-5)
+  assert f"loss = {results['loss']}\n" in text and f"  loss {results['loss']:.4f}" in done.stderr
+  assert all(h["loss"] > 0 for h in history) and results["loss"] in [h["loss"] for h in history]
   settings = _read(out / "squad_model" / "squad.json")
   assert settings["null_score_diff_threshold"] == results["best_f1_thresh"]
   assert settings["max_seq_length"] == T and settings["version_2_with_negative"] is True

@@ -303,6 +303,30 @@ def test_evaluation_keeps_gold_answers(files):
   assert result.skipped == 0 and len(result.examples) == _count_questions(files["v2"])
 
 
+def test_evaluation_windows_labelled_for_the_loss_are_the_training_windows(files, tokenizer):
+  """with_gold_positions: the evaluation examples' windows get the labels training gives the same questions (the
+  fixture has one answer each: train and dev alike), and the inputs and ids they have unlabelled; a question
+  training skips (its words miss the text) stays unlabelled."""
+  sizes = dict(max_seq_length=37, doc_stride=11, max_query_length=9)
+  train = squad.read_squad_examples(files["v2"], is_training=True, version_2_with_negative=True)
+  dev = squad.read_squad_examples(files["v2"], is_training=False, version_2_with_negative=True).examples
+  trained = {}
+  for f in squad.convert_examples_to_features(train.examples, tokenizer, True, **sizes):
+    trained.setdefault(train.examples[f.example_index].qas_id, []).append((f.start_position, f.end_position))
+  plain = list(squad.convert_examples_to_features(dev, tokenizer, False, **sizes))
+  labelled = list(squad.convert_examples_to_features(squad.with_gold_positions(dev, True), tokenizer, False, **sizes))
+  assert [feature_row(f)[:9] for f in labelled] == [feature_row(f)[:9] for f in plain]  # all but the labels
+  assert all(f.start_position is None for f in plain)
+  got = {}
+  for f in labelled:
+    got.setdefault(dev[f.example_index].qas_id, []).append((f.start_position, f.end_position))
+  skipped = {"not-found", "nbsp", "a1-w1"}
+  assert {q: got[q] for q in trained} == trained and set(got) - set(trained) == skipped
+  assert all(got[q] == [(None, None)] * len(got[q]) for q in skipped)
+  assert {dev[i].qas_id for i in range(len(dev)) if dev[i].gold_words is None and dev[i].answers} == skipped
+  assert got["impossible"] == [(0, 0)] * len(got["impossible"]) and any(s for s, _ in got["year"])
+
+
 @pytest.mark.skipif(not os.path.exists(DEV_V2), reason=f"{DEV_V2} not present")
 def test_dev_subset_was_compared(reference_runs):
   dev = [r for j, r in reference_runs if j["input_file"].endswith(("dev.json", "dev-train.json"))]

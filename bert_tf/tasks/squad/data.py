@@ -9,7 +9,9 @@ character span becomes word positions; when the words at those positions do not 
 counting it (`SquadReadResult.skipped`): the annotation cannot be recovered from the words we can predict.
 In SQuAD v2.0 training (`version_2_with_negative`), `is_impossible` questions have positions -1 and no answer.
 As in the reference, evaluation examples carry no positions and `is_impossible` is False; the gold answers
-(and v2.0's `plausible_answers`) are kept as texts for scoring.
+(and v2.0's `plausible_answers`) are kept as texts for scoring, and the first one's words as training would read
+them (`SquadExample.gold_words`), for the evaluation loss: `with_gold_positions` makes copies of evaluation
+examples that `convert_examples_to_features` labels as training windows are labelled.
 
 Features (T = max_seq_length, Q = question tokens after truncation to max_query_length):
 
@@ -60,6 +62,9 @@ class SquadExample:
   is_impossible: v2.0 training only (False otherwise, as in the reference).
   answers: the gold answer texts, in file order ((): none, or an impossible question); for evaluation.
   plausible_answers: v2.0's answer-looking texts of an impossible question; for analysis only.
+  gold_words: evaluation only: the first gold answer's first and last word (indices into doc_tokens), as
+    training reads an answer; None without answers, or when those words do not hold its text (training would
+    skip the question).
   """
   qas_id: str
   question_text: str
@@ -70,6 +75,7 @@ class SquadExample:
   is_impossible: bool = False
   answers: tuple[str, ...] = ()
   plausible_answers: tuple[str, ...] = ()
+  gold_words: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +98,9 @@ class SquadFeatures:
   token_to_orig_map: input position of each window token -> index of its word in the example's doc_tokens.
   token_is_max_context: input position of each window token -> whether this window scores it.
   input_ids, input_mask, segment_ids: int [T] (see the module docstring).
-  start_position, end_position: training only (None otherwise): input positions of the answer's first and
-    last token (inclusive); 0, 0 when the window does not hold the whole answer or there is none.
+  start_position, end_position: training only, and evaluation windows of examples with positions
+    (`with_gold_positions`; None otherwise): input positions of the answer's first and last token (inclusive);
+    0, 0 when the window does not hold the whole answer or there is none.
   is_impossible: the example's.
   """
   unique_id: int
@@ -169,6 +176,37 @@ def _answer(check: _Checker, answer: Any, context: str, where: str) -> tuple[str
   return text, start
 
 
+def _answer_words(doc_tokens: list[str], char_to_word_offset: list[int], text: str,
+                  offset: int) -> tuple[int, int] | None:
+  """The first and last word of an answer (its text and character offset), or None when those words do not
+  hold the text."""
+  start, end = char_to_word_offset[offset], char_to_word_offset[offset + len(text) - 1]
+  # The words can miss the text when it is annotated with other whitespace than the context (str.split()
+  # collapses more kinds) or mid-word at an odd offset: there is then no span of words to learn, so the
+  # reference drops the question.
+  if " ".join(doc_tokens[start:end + 1]).find(" ".join(text.split())) == -1:
+    return None
+  return start, end
+
+
+def with_gold_positions(examples: Sequence[SquadExample], version_2_with_negative: bool) -> list[SquadExample]:
+  """Evaluation examples as training would label them, for the evaluation loss: the first gold answer's text and
+  words as the answer (`gold_words`), or, in v2.0, a question without answers as impossible; the others (no
+  answers in v1.1, an answer whose words miss its text) unchanged. `convert_examples_to_features(...,
+  is_training=False)` labels the windows of those with positions, and gives every window the inputs and ids it
+  gives the examples as read."""
+  labelled = []
+  for example in examples:
+    if example.gold_words is not None:
+      example = dataclasses.replace(example, orig_answer_text=example.answers[0],
+                                    start_position=example.gold_words[0], end_position=example.gold_words[1])
+    elif version_2_with_negative and not example.answers:
+      example = dataclasses.replace(example, orig_answer_text="", start_position=-1, end_position=-1,
+                                    is_impossible=True)
+    labelled.append(example)
+  return labelled
+
+
 def parse_squad(data: bytes, path: str, is_training: bool,
                 version_2_with_negative: bool = False) -> SquadReadResult:
   """The bytes of a SQuAD JSON file -> its examples (`read_squad_examples` without the file; `path` names it in
@@ -209,6 +247,9 @@ def parse_squad(data: bytes, path: str, is_training: bool,
                           for a in (check.get(qa, "plausible_answers", list, where_q)
                                     if "plausible_answers" in qa else []))
         example = SquadExample(qas_id, question_text, doc_tuple, answers=answers, plausible_answers=plausible)
+        if not is_training and raw_answers:
+          example = dataclasses.replace(example, gold_words=_answer_words(
+              doc_tokens, char_to_word_offset, *_answer(check, raw_answers[0], context, where_q)))
         if is_training:
           is_impossible = (check.get(qa, "is_impossible", bool, where_q)
                            if version_2_with_negative else False)
@@ -220,16 +261,11 @@ def parse_squad(data: bytes, path: str, is_training: bool,
               check.fail(where_q, f"{len(raw_answers)} answers; training needs exactly one per question "
                          "(an unanswerable one needs version_2_with_negative and is_impossible)")
             answer_text, answer_offset = _answer(check, raw_answers[0], context, where_q)
-            start_position = char_to_word_offset[answer_offset]
-            end_position = char_to_word_offset[answer_offset + len(answer_text) - 1]
-            # The words can miss the text when it is annotated with other whitespace than the context
-            # (str.split() collapses more kinds) or mid-word at an odd offset: there is then no span of
-            # words to learn, so the reference drops the question.
-            actual_text = " ".join(doc_tokens[start_position:end_position + 1])
-            cleaned_answer_text = " ".join(answer_text.split())
-            if actual_text.find(cleaned_answer_text) == -1:
+            words = _answer_words(doc_tokens, char_to_word_offset, answer_text, answer_offset)
+            if words is None:
               skipped += 1
               continue
+            start_position, end_position = words
             example = dataclasses.replace(example, orig_answer_text=answer_text,
                                           start_position=start_position, end_position=end_position)
         examples.append(example)
@@ -323,7 +359,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, is
   `convert_examples_to_features`). A generator: SQuAD's training set gives ~88,000 features of 3 x 384 ids.
 
   `tokenizer` is a `FullTokenizer` (with [CLS] and [SEP]); `is_training` labels start/end positions (the
-  examples must have been read with is_training=True). The sizes are checked before the first feature.
+  examples must have been read with is_training=True). Without it, the windows of examples that have positions
+  (`with_gold_positions`) are labelled too, the others not. The sizes are checked before the first feature.
   """
   check_window_sizes(max_seq_length, doc_stride, max_query_length)
   if is_training:
@@ -349,10 +386,11 @@ def _features(examples, tokenizer, is_training, max_seq_length, doc_stride, max_
         tok_to_orig_index.append(i)
         all_doc_tokens.append(sub_token)
 
+    labelled = is_training or example.start_position is not None
     tok_start_position = tok_end_position = None
-    if is_training and example.is_impossible:
+    if labelled and example.is_impossible:
       tok_start_position = tok_end_position = -1
-    if is_training and not example.is_impossible:
+    if labelled and not example.is_impossible:
       tok_start_position = orig_to_tok_index[example.start_position]
       if example.end_position < len(example.doc_tokens) - 1:
         tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
@@ -385,9 +423,9 @@ def _features(examples, tokenizer, is_training, max_seq_length, doc_stride, max_
       segment_ids = segment_ids + pad
 
       start_position = end_position = None
-      if is_training and example.is_impossible:
+      if labelled and example.is_impossible:
         start_position = end_position = 0
-      elif is_training:
+      elif labelled:
         span_end = span_start + span_length - 1
         if span_start <= tok_start_position and tok_end_position <= span_end:
           start_position = tok_start_position - span_start + doc_offset

@@ -6,7 +6,8 @@
 
   predict_file --> evaluation windows (cached likewise) --finetuning.predict--> start/end logits
   --squad_postprocess.postprocess--> predictions.json, nbest_predictions.json, null_odds.json (v2.0)
-  --squad_metrics.evaluate_v1/v2 (--do_eval)--> eval_results.txt / .json
+  --squad_metrics.evaluate_v1/v2 (--do_eval)--> eval_results.txt / .json, with the loss training minimises on
+  the same logits (the windows labelled from each question's first gold answer as training labels its answer)
 
 Outputs in --output_dir:
   checkpoints/, train/          training checkpoints and TensorBoard summaries (a rerun resumes)
@@ -14,7 +15,7 @@ Outputs in --output_dir:
                                 squad.json (the window sizes, casing, version and the null_score_diff_threshold
                                 that prediction uses when the flag is not given)
   predictions.json, nbest_predictions.json, null_odds.json   google-research's files, byte for byte its layout
-  eval_results.txt / .json      with --do_eval: the official evaluation script's keys ("key = value")
+  eval_results.txt / .json      with --do_eval: the official evaluation script's keys, then loss ("key = value")
 
 SQuAD v2.0 threshold: with --do_eval, the official best-threshold search runs on the null odds
 (`evaluate-v2.0.py --na-prob-file null_odds.json`, over every question's best non-null answer: see `evaluate`);
@@ -31,6 +32,7 @@ import random
 import time
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -84,10 +86,10 @@ class SquadConfig(finetuning.TaskRunConfig):
   @property
   def metric_names(self) -> tuple[str, ...]:
     """The official script's metrics, headline first (--metric_for_best's default): v1.1 F1; v2.0 the best F1
-    over null-score thresholds."""
+    over null-score thresholds; then the loss."""
     if self.version_2_with_negative:
-      return ("best_f1", "best_exact", "f1", "exact", "HasAns_f1", "NoAns_f1")
-    return ("f1", "exact_match")
+      return ("best_f1", "best_exact", "f1", "exact", "HasAns_f1", "NoAns_f1", finetuning.LOSS)
+    return ("f1", "exact_match", finetuning.LOSS)
 
   def validate(self) -> None:
     """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
@@ -159,10 +161,11 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
                                 config.version_2_with_negative, config.do_lower_case, config.max_seq_length,
                                 config.doc_stride, config.max_query_length)
   # Evaluation windows shortest first (stable): batches of similar lengths, so dynamic padding leaves little
-  # padding to compute. Post-processing groups windows by question, so their order does not matter there.
+  # padding to compute. Post-processing groups windows by question, so their order does not matter there. They
+  # are labelled from the gold answers where the file has them (`with_gold_positions`): the evaluation loss.
   windows = None if is_training else sorted(squad.convert_examples_to_features(
-      examples, tokenizer, False, config.max_seq_length, config.doc_stride, config.max_query_length),
-      key=lambda window: sum(window.input_mask))
+      squad.with_gold_positions(examples, config.version_2_with_negative), tokenizer, False, config.max_seq_length,
+      config.doc_stride, config.max_query_length), key=lambda window: sum(window.input_mask))
   start = time.perf_counter()
   info, reused = sf.cached_feature_file(
       target, lambda: windows if windows is not None else squad.convert_examples_to_features(
@@ -212,10 +215,10 @@ def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
 
 
 def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, threshold: float,
-            say, kept: dict | None = None) -> squad_postprocess.Predictions:
-  """The answers to `examples` (from predict_file) at `threshold`. `kept`: a run's dict for what its later calls
-  reuse (evaluation while training): the windows and feature file, made or read once, and the prediction
-  function of `model`, compiled once."""
+            say, kept: dict | None = None) -> tuple[squad_postprocess.Predictions, float | None]:
+  """(the answers to `examples` (from predict_file) at `threshold`, the evaluation loss on their windows:
+  `eval_loss`). `kept`: a run's dict for what its later calls reuse (evaluation while training): the windows and
+  feature file, made or read once, and the prediction function of `model`, compiled once."""
   kept = {} if kept is None else kept
   if "features" not in kept:
     kept["features"] = _feature_file(config, config.predict_file, examples, tokenizer, False, say)
@@ -234,7 +237,21 @@ def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, thr
   results = {w.unique_id: (logits[i, 0], logits[i, 1]) for i, w in enumerate(windows)}
   return squad_postprocess.postprocess(
       examples, windows, results, config.n_best_size, config.max_answer_length, config.do_lower_case,
-      config.version_2_with_negative, threshold)
+      config.version_2_with_negative, threshold), eval_loss(config, windows, logits)
+
+
+def eval_loss(config: SquadConfig, windows: list, logits) -> float | None:
+  """`SquadTask`'s loss (the mean over windows of (CE(start) + CE(end)) / 2, each softmax over the window's real
+  tokens) on the logits [N, 2, T] of the labelled `windows` (those of questions with gold answers, labelled as
+  training labels its windows: `squad.with_gold_positions`); None when no window is labelled."""
+  labelled = np.array([w.start_position is not None for w in windows], np.int32)
+  if not labelled.any():
+    return None
+  task = sf.SquadTask(config.finetuning.bert_config, None, config.max_seq_length)
+  features = {"is_real_example": labelled, "input_mask": np.array([w.input_mask for w in windows], np.int32)}
+  for side in ("start", "end"):
+    features[f"{side}_positions"] = np.array([getattr(w, f"{side}_position") or 0 for w in windows], np.int32)
+  return finetuning.eval_loss(task, features, {"start_logits": logits[:, 0], "end_logits": logits[:, 1]})
 
 
 def evaluate(config: SquadConfig, predictions: squad_postprocess.Predictions) -> dict:
@@ -286,9 +303,9 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
     stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD if config.null_score_diff_threshold is None \
         else config.null_score_diff_threshold
 
-    def evaluate_dev(model):  # while training: the official metrics on predict_file
-      return evaluate(config, predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say,
-                                      kept))
+    def evaluate_dev(model):  # while training: the official metrics on predict_file, and the loss
+      predictions, loss = predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say, kept)
+      return {**evaluate(config, predictions), finetuning.LOSS: loss}
 
     model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say, evaluate_dev)
     summary.update(trained)
@@ -324,7 +341,7 @@ def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: fl
   what it did to `summary`."""
   threshold = stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
   start = time.perf_counter()
-  predictions = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say, kept)
+  predictions, loss = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say, kept)
   seconds = time.perf_counter() - start
   summary.update(predict_examples=len(predictions.predictions), predict_seconds=round(seconds, 2))
   if config.version_2_with_negative:
@@ -341,11 +358,13 @@ def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: fl
         write_threshold(model_dir, values["best_f1_thresh"])
         say(f"stored best_f1_thresh {values['best_f1_thresh']:g} in {os.path.join(model_dir, SETTINGS_NAME)}: "
             "later predictions with this model use it")
+    if loss is not None:  # None: no question's gold answer is at its words
+      values[finetuning.LOSS] = loss
     for key in ("train_examples", "train_steps", "train_seconds", "predict_seconds", *finetuning.EVALUATION_KEYS):
       if key in summary:
         values[key] = summary[key]
     if chief:
       write_eval_results(config.output_dir, values)
     say(f"{config.predict_file}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
-                                              if k in ("exact_match", "exact", "f1", "best_exact", "best_f1")))
+                                              if k in ("exact_match", "exact", "f1", "best_exact", "best_f1", "loss")))
     summary["eval"] = values
