@@ -174,8 +174,8 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   start = time.perf_counter()
   run, result = finetuning.train(task, ft, len(examples), strategy)
   train_seconds = time.perf_counter() - start
-  predictions = squad_run.predict(run.model, config, inputs["predict"].examples, strategy, tokenizer,
-                                  squad_postprocess.NULL_SCORE_DIFF_THRESHOLD, print)
+  predictions, _ = squad_run.predict(run.model, config, inputs["predict"].examples, strategy, tokenizer,
+                                     squad_postprocess.NULL_SCORE_DIFF_THRESHOLD, print)
   squad_postprocess.write_predictions(predictions, ours_dir)
   return {"metrics": squad_hf_peer.score(files["eval"], ours_dir, v2),
           "step_losses": [h["loss"] for h in result.history], "steps": result.step,

@@ -355,6 +355,42 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   assert classification.read_spec(str(tmp_path / "sts/classifier")).labels == ()
 
 
+def test_script_scores_a_labelled_test_file_as_it_scores_dev(tmp_path, pretrained):
+  """Issue 30 (6): a labelled --test_file was never scored (the only way was --validation_file, logged as "dev").
+  As a user runs it: the same CSV as --validation_file and --test_file gives test_results.txt / .json equal to
+  eval_results', beside the predictions and test_results.tsv, logged as test; the loss reported on dev is the one
+  --metric_for_best=loss ranks by (the lowest)."""
+  import training_helpers as th
+
+  directory, vocab, _ = pretrained
+  rows = [("the cat sat", "pos"), ("a dog ran", "neg"), ("red mat", "pos"), ("the big dog", "neg"),
+          ("small cat", "pos"), ("dog ran on the mat", "neg"), ("cat , cat", "pos")]
+  train = write(tmp_path / "train.csv", rows * 2, ("sentence1", "label"))
+  dev = write(tmp_path / "dev.csv", rows[:5], ("sentence1", "label"))
+  done = th.run_python(["scripts/run_classifier.py", f"--train_file={train}", f"--validation_file={dev}",
+                        f"--test_file={dev}", f"--init_checkpoint={directory}", f"--vocab_file={vocab}",
+                        "--do_train", "--do_eval", "--do_predict", "--max_seq_length=13", "--train_batch_size=4",
+                        "--num_train_epochs=2", "--learning_rate=3e-3", "--distribution_strategy=one_device",
+                        "--eval_every_steps=2", "--metric_for_best=loss", f"--output_dir={tmp_path / 'out'}",
+                        f"--features_dir={tmp_path / 'features'}"])
+  assert done.returncode == 0, done.stderr[-3000:]
+  out = tmp_path / "out"
+  dev_results = json.loads((out / "eval_results.json").read_text())
+  test_results = json.loads((out / "test_results.json").read_text())
+  names = ("accuracy", "f1", "loss")
+  assert {k: test_results[k] for k in names} == {k: dev_results[k] for k in names}
+  assert test_results["test_examples"] == dev_results["eval_examples"] == 5
+  assert all(f"{k} = {test_results[k]}\n" in (out / "test_results.txt").read_text() for k in names)
+  shown = "  ".join(f"{k} {test_results[k]:.4f}" for k in ("f1", "accuracy", "loss"))  # headline first
+  task = classification.read_spec(str(out / "classifier")).task_name  # named after the files' folder
+  assert f"{task} test: {shown}" in done.stderr and f"{task} dev: {shown}" in done.stderr
+  assert np.loadtxt(out / "test_results.tsv").shape == (5, 2) and (out / "test_predictions.csv").exists()
+  history = dev_results["eval_history"]
+  lowest = min(history, key=lambda h: h["loss"])
+  assert dev_results["metric_for_best"] == "loss" and [h["step"] for h in history] == [2, 4, 6, 7]
+  assert (dev_results["best_step"], dev_results["best_metric"]) == (lowest["step"], lowest["loss"])
+
+
 def test_a_glue_task_as_csv_reads_as_the_glue_reader_reads_it(tmp_path):
   """MRPC's TSVs rewritten as CSV with the default column names: the same texts and labels, label ids and
   metrics as --task_name=MRPC (so the same features and training)."""
