@@ -132,6 +132,9 @@ def _config():
 
 def main(argv):
   del argv
+  from bert_tf.training import run_identity
+
+  run_identity.check_output_dir(FLAGS.output_dir)  # a file there: one line, before TensorFlow loads
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
   from bert_tf.tasks.classification import run as glue_finetuning

@@ -188,7 +188,7 @@ def test_pretraining_on_gcs_and_a_killed_run_resumed_from_gcs_give_the_local_wei
     names = set(name.rstrip("/") for name in tf.io.gfile.listdir(f"{remote}/{run}"))
     # The lock went with the run; the encoder for fine-tuning was handed off; no temporaries.
     assert names == {"bert_config.json", "checkpoints", "encoder_checkpoint", "encoder_savedmodel",
-                     "pretraining_options.json", "train"}, run
+                     "run.json", "train"}, run
   assert tf.io.gfile.glob(f"{remote}/pretrain/train/events.out.tfevents.*")
 
 

@@ -15,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pretraining import (BertPretrainer, next_token_loss_terms, pretraining_loss,
                                        pretraining_loss_terms)
-from bert_tf.training import inputs, pretraining
+from bert_tf.training import inputs, pretraining, run_identity
 from test_encoder import randomize, tiny_config, tiny_inputs
 from test_pretraining_model import numpy_lm_logits, tiny_features
 
@@ -257,17 +257,18 @@ def test_no_nsp_and_ltr_runs_train_and_a_resume_with_other_options_is_refused(tm
   latest = tf.train.latest_checkpoint(str(tmp_path / "no_nsp" / "checkpoints"))
   names = [name for name, _ in tf.train.list_variables(latest)]
   assert any(n.startswith("mlm_head/") for n in names) and not any("nsp" in n for n in names)
-  options = json.loads((tmp_path / "no_nsp" / pretraining.OPTIONS_NAME).read_text())
-  assert options == {"objective": "no_nsp"}
+  settings = run_identity.read(str(tmp_path / "no_nsp"))["settings"]
+  assert (settings["no_nsp"], settings["left_to_right"]) == (True, False)
 
   # Resuming it without --no_nsp (more steps, so it would train) is refused before anything changes.
   with pytest.raises(ValueError) as error:
     pretraining.run_pretraining(_run_config(masked, tmp_path / "no_nsp", num_train_steps=3))
-  assert (f"{tmp_path / 'no_nsp'} holds checkpoints of a run with --no_nsp ({latest}); this run has neither "
-          "--no_nsp nor --left_to_right: rerun with that run's flags") in str(error.value)
+  assert str(error.value) == (f"{tmp_path / 'no_nsp'} holds a run trained with other settings (no_nsp: true -> "
+                              "false); give another --output_dir to keep that run, or pass --overwrite_output_dir "
+                              "to start over there")
   assert tf.train.latest_checkpoint(str(tmp_path / "no_nsp" / "checkpoints")) == latest
-  # A directory from before the options file: the checkpoint's missing NSP head tells.
-  os.remove(tmp_path / "no_nsp" / pretraining.OPTIONS_NAME)
+  # A directory from before run records (and before the options file): the checkpoint's missing NSP head tells.
+  os.remove(tmp_path / "no_nsp" / run_identity.RECORD_NAME)
   with pytest.raises(ValueError, match="has no next-sentence head"):
     pretraining.run_pretraining(_run_config(masked, tmp_path / "no_nsp", num_train_steps=3))
 
@@ -283,7 +284,7 @@ def test_no_nsp_and_ltr_runs_train_and_a_resume_with_other_options_is_refused(tm
 
   encoder = handoff.load_encoder(str(tmp_path / "ltr"))
   assert encoder.config.causal_attention and all(block.causal for block in encoder.transformer_layers)
-  with pytest.raises(ValueError, match="holds checkpoints of a run with --left_to_right"):
+  with pytest.raises(ValueError, match="other settings .*left_to_right: true -> false; dynamic_masking: false -> true"):
     pretraining.run_pretraining(_run_config(unmasked, tmp_path / "ltr", no_nsp=True, dynamic_masking=True,
                                             vocab_file=th.write_vocab(tmp_path), num_train_steps=3))
 
@@ -294,13 +295,19 @@ def test_dynamic_masking_rates_are_recorded_and_a_resume_with_others_is_refused(
   config = _run_config(unmasked, tmp_path / "out", dynamic_masking=True, vocab_file=vocab, mask_token_rate=1.0,
                        random_token_rate=0.0, num_train_steps=1, save_checkpoints_steps=1)
   pretraining.run_pretraining(config)
-  options = json.loads((tmp_path / "out" / pretraining.OPTIONS_NAME).read_text())
-  assert options == {"objective": "bert", "mask_token_rate": 1.0, "random_token_rate": 0.0}
+  settings = run_identity.read(str(tmp_path / "out"))["settings"]
+  assert (settings["mask_token_rate"], settings["random_token_rate"]) == (1.0, 0.0)
   with pytest.raises(ValueError) as error:
     pretraining.run_pretraining(_run_config(unmasked, tmp_path / "out", dynamic_masking=True, vocab_file=vocab,
                                             num_train_steps=2))
-  assert ("holds checkpoints of a run with other masking options (--mask_token_rate=1.0 there, 0.8 here, "
-          "--random_token_rate=0.0 there, 0.1 here;") in str(error.value)
+  assert ("holds a run trained with other settings (mask_token_rate: 1.0 -> 0.8; random_token_rate: 0.0 -> 0.1)"
+          in str(error.value))
+  # A directory from before run records: pretraining_options.json, which runs wrote then, tells.
+  os.remove(tmp_path / "out" / run_identity.RECORD_NAME)
+  (tmp_path / "out" / pretraining.OPTIONS_NAME).write_text(json.dumps(pretraining.run_options(config)))
+  with pytest.raises(ValueError, match=r"other masking options \(--mask_token_rate=1.0 there, 0.8 here, "):
+    pretraining.run_pretraining(_run_config(unmasked, tmp_path / "out", dynamic_masking=True, vocab_file=vocab,
+                                            num_train_steps=2))
 
 
 def test_the_scripts_flags_reach_the_checks(tmp_path):

@@ -112,7 +112,7 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
   assert "step 1/8  loss " in output and "(the first step took " in output  # progress from the first step
   assert "Sharding callback" not in output and "unsupported characters" not in output  # TensorFlow's INFO lines
   out = root / "whole"
-  expected = {"bert_config.json", "pretraining_options.json", "checkpoints", "encoder_checkpoint",
+  expected = {"bert_config.json", "run.json", "checkpoints", "encoder_checkpoint",
               "encoder_savedmodel", "train", "eval", "eval_results.txt"}
   assert set(os.listdir(out)) == expected  # the lock is gone with the run, no temporaries
   latest = tf.train.latest_checkpoint(str(out / "checkpoints"))

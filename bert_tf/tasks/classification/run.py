@@ -37,7 +37,7 @@ from bert_tf.tasks.classification import classifier as classification
 from bert_tf.tasks.classification import glue
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.classification import user_data
-from bert_tf.training import distribute, finetuning
+from bert_tf.training import distribute, finetuning, run_identity
 
 
 @dataclasses.dataclass
@@ -405,8 +405,71 @@ def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy,
 
 
 def _shown(task: glue.GlueTask, values: dict[str, float]) -> str:
-  """'accuracy 0.8333  f1 0.8000  loss 0.4012': an evaluation's metrics and loss, for the log."""
-  return "  ".join(f"{k} {values[k]:.4f}" for k in metric_names(task))
+  """'accuracy 0.8333  f1 0.8000  loss 0.4012': an evaluation's metrics (the task's order) and loss, for the log."""
+  return "  ".join(f"{k} {values[k]:.4f}" for k in (*task.metric_names, finetuning.LOSS))
+
+
+# -- What a run is --------------------------------------------------------------------------------------------
+
+
+def selection_runs(config: ClassifierConfig) -> list[ClassifierConfig]:
+  """The selection protocol's runs (--learning_rates, --num_restarts): one config per learning rate and seed
+  (seed, seed + 1, ...), each into <output_dir>/runs/lr<lr>-seed<seed>/."""
+  rates = config.learning_rates or (config.finetuning.learning_rate,)
+  runs = []
+  for lr in rates:
+    for restart in range(config.num_restarts):
+      seed = config.finetuning.seed + restart
+      run_dir = os.path.join(config.output_dir, "runs", f"lr{lr:g}-seed{seed}")
+      runs.append(dataclasses.replace(config, learning_rates=(), num_restarts=1, finetuning=dataclasses.replace(
+          config.finetuning, learning_rate=lr, seed=seed, output_dir=run_dir)))
+  return runs
+
+
+def run_identity_of(config: ClassifierConfig, task: glue.GlueTask, inputs: Inputs) -> run_identity.RunIdentity:
+  """What defines a training run of `config` (`run_identity`): the task, the training file's content, the
+  columns and labels, lengths, casing, vocabulary and the fine-tuning settings that shape the weights. With the
+  selection protocol the output dir's run is the selection: its learning rates and restarts (each run below
+  runs/ records its own)."""
+  files = config.data_files
+  settings = {
+      "task_name": task.name if files is None else None,  # own files: the name is the file's, not the model's
+      "train_file": run_identity.file_entry(inputs["train"].path),
+      "text_a_column": files.text_a_column if files else None,
+      "text_b_column": (files.text_b_column or ("sentence2" if task.is_pair else None)) if files else None,
+      "label_column": files.label_column if files else None,
+      "task_type": "regression" if task.is_regression else "classification",
+      "labels": list(task.labels), "is_pair": task.is_pair, "max_seq_length": config.max_seq_length,
+      "do_lower_case": config.do_lower_case, "max_train_examples": config.max_train_examples,
+      "vocab_file": run_identity.file_entry(config.vocab_file),
+      **run_identity.finetuning_settings(config.finetuning)}
+  if config.searching:
+    del settings["learning_rate"]
+    settings.update(learning_rates=list(config.learning_rates or (config.finetuning.learning_rate,)),
+                    num_restarts=config.num_restarts)
+  return run_identity.RunIdentity("classifier", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+
+
+def _outputs(config: ClassifierConfig, task: glue.GlueTask) -> tuple[str, ...]:
+  """What a run writes in its output dir besides run_identity.COMMON_OUTPUTS (--overwrite_output_dir removes
+  them): the selection's runs, test predictions and results."""
+  predictions = ([f"{task.submission_name(split)}.tsv" for split in task.test_splits()] if config.data_files is None
+                 else list(user_data.PREDICTIONS.values()))
+  return ("runs", "selection.json", "test_results*", *predictions)
+
+
+def start_runs(config: ClassifierConfig, task: glue.GlueTask, inputs: Inputs,
+               say: Callable[[str], None] = logging.info) -> None:
+  """--do_train: `run_identity.start_run` for the output dir and, with the selection protocol, each of its runs:
+  refuses a rerun that would change a run (before any work), starts over with --overwrite_output_dir."""
+  ft = config.finetuning
+  given = (ft.init_checkpoint, config.vocab_file, inputs["train"].path)
+  run_identity.start_run(config.output_dir, run_identity_of(config, task, inputs), ft.overwrite_output_dir,
+                         outputs=_outputs(config, task), model_dirs=("classifier",), inputs=given, say=say)
+  if config.searching:
+    for run_config in selection_runs(config):
+      run_identity.start_run(run_config.output_dir, run_identity_of(run_config, task, inputs),
+                             outputs=_outputs(config, task), model_dirs=("classifier",), say=say)
 
 
 # -- The script's entry point ---------------------------------------------------------------------------------
@@ -423,6 +486,8 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
   from bert_tf.data.tokenization import FullTokenizer
 
   task, inputs = task_and_inputs(config, say)
+  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+    start_runs(config, task, inputs, say)
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -433,22 +498,17 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
       return summary
     best_dir = config.output_dir
   else:
-    rates = config.learning_rates or (config.finetuning.learning_rate,)
     runs, best = [], None
-    for lr in rates:
-      for restart in range(config.num_restarts):
-        seed = config.finetuning.seed + restart
-        run_dir = os.path.join(config.output_dir, "runs", f"lr{lr:g}-seed{seed}")
-        say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
-        run_config = dataclasses.replace(config, finetuning=dataclasses.replace(
-            config.finetuning, learning_rate=lr, seed=seed, output_dir=run_dir))
-        summary = train_and_evaluate(run_config, task, strategy, tokenizer, say, inputs)
-        if summary.get("interrupted"):
-          return summary
-        runs.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": summary["score"],
-                     "eval": summary["eval"]})
-        if best is None or summary["score"] > best["score"]:
-          best = summary
+    for run_config in selection_runs(config):
+      lr, seed, run_dir = run_config.finetuning.learning_rate, run_config.finetuning.seed, run_config.output_dir
+      say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
+      summary = train_and_evaluate(run_config, task, strategy, tokenizer, say, inputs)
+      if summary.get("interrupted"):
+        return summary
+      runs.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": summary["score"],
+                   "eval": summary["eval"]})
+      if best is None or summary["score"] > best["score"]:
+        best = summary
     selection = {"metric": f"mean of {', '.join(task.metric_names)} on {task.eval_splits()[0]}",
                  "best": {k: best[k] for k in ("learning_rate", "seed", "output_dir", "score")}, "runs": runs}
     if distribute.is_chief(strategy):
@@ -472,6 +532,6 @@ def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | 
                       else config.finetuning.init_checkpoint)
     summary["export"] = classifier_serving.export_from_directory(classifier_dir, config.export_dir,
                                                       config.model_name or task.name.lower())
-    say(f"exported the SavedModel to {summary['export']}")
+    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
   summary.pop("model", None)
   return summary

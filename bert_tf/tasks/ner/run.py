@@ -54,7 +54,7 @@ from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import feature_based as nfb
 from bert_tf.tasks.ner import model as nf
 from bert_tf.tasks.ner.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, read_settings, load_model
-from bert_tf.training import distribute, finetuning
+from bert_tf.training import distribute, finetuning, run_identity
 
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
@@ -368,6 +368,26 @@ def _check_trained_mode(config: NerConfig, settings: dict) -> None:
     raise ValueError(f"--export_dir serves fine-tuned taggers only; {model_dir} is feature-based ({trained})")
 
 
+# -- What a run is --------------------------------------------------------------------------------------------
+
+# What a run writes in its output dir besides run_identity.COMMON_OUTPUTS and ner_model/ (eval_ and test_ files).
+_OUTPUTS = tuple(f"{split}_{kind}" for split in ("eval", "test")
+                 for kind in ("predictions.txt", "results.txt", "results.json", "conlleval.txt", "report.txt"))
+
+
+def run_identity_of(config: NerConfig, train: ner.ConllFile) -> run_identity.RunIdentity:
+  """What defines a training run (`run_identity`): the training file's content, its tag scheme, the model's
+  labels and their scheme, the windows (length, document context), casing, vocabulary, the feature-based choice
+  and the fine-tuning settings that shape the weights."""
+  settings = {"train_file": run_identity.file_entry(train.path), "tag_scheme": train.scheme,  # as read (auto: found)
+              "label_scheme": config.label_scheme, "labels": list(labels_of(train, config.label_scheme)),
+              "max_seq_length": config.max_seq_length, "document_context": config.document_context,
+              "do_lower_case": config.do_lower_case, "feature_based": config.feature_based,
+              "vocab_file": run_identity.file_entry(config.vocab_file),
+              **run_identity.finetuning_settings(config.finetuning)}
+  return run_identity.RunIdentity("ner", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+
+
 # -- The script's entry point ---------------------------------------------------------------------------------
 
 
@@ -393,6 +413,11 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
   if "eval" in inputs:
     check_metric_for_best(config, inputs["eval"])
+  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+    ft = config.finetuning
+    run_identity.start_run(config.output_dir, run_identity_of(config, inputs["train"]), ft.overwrite_output_dir,
+                           outputs=_OUTPUTS, model_dirs=(MODEL_DIR,),
+                           inputs=(ft.init_checkpoint, config.vocab_file, inputs["train"].path), say=say)
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -452,5 +477,5 @@ def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
     from bert_tf.tasks.ner import serving as ner_serving
 
     summary["export"] = ner_serving.export_ner(model_dir, config.export_dir, config.model_name or "ner")
-    say(f"exported the SavedModel to {summary['export']}")
+    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
   return summary

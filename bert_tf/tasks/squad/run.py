@@ -42,7 +42,7 @@ from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import model as sf
 from bert_tf.tasks.squad.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, read_settings, write_threshold, load_model
-from bert_tf.training import distribute, finetuning
+from bert_tf.training import distribute, finetuning, run_identity
 
 # google-research's run_squad.py shuffles the training examples with this seed before making features.
 SHUFFLE_SEED = 12345
@@ -278,6 +278,24 @@ def write_eval_results(output_dir: str, values: dict) -> None:
   fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
 
 
+# -- What a run is --------------------------------------------------------------------------------------------
+
+# What a run writes in its output dir besides run_identity.COMMON_OUTPUTS and squad_model/.
+_OUTPUTS = (squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE, squad_postprocess.NULL_ODDS_FILE)
+
+
+def run_identity_of(config: SquadConfig) -> run_identity.RunIdentity:
+  """What defines a training run (`run_identity`): the training file's content, SQuAD's version, the window
+  sizes, casing, vocabulary and the fine-tuning settings that shape the weights (not the prediction settings:
+  n_best_size, max_answer_length, the threshold)."""
+  settings = {"train_file": run_identity.file_entry(config.train_file),
+              "version_2_with_negative": config.version_2_with_negative, "max_seq_length": config.max_seq_length,
+              "doc_stride": config.doc_stride, "max_query_length": config.max_query_length,
+              "do_lower_case": config.do_lower_case, "vocab_file": run_identity.file_entry(config.vocab_file),
+              **run_identity.finetuning_settings(config.finetuning)}
+  return run_identity.RunIdentity("squad", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+
+
 # -- The script's entry point ---------------------------------------------------------------------------------
 
 
@@ -289,6 +307,11 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
 
   config.validate()
   inputs = read_inputs(config, say)
+  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+    ft = config.finetuning
+    run_identity.start_run(config.output_dir, run_identity_of(config), ft.overwrite_output_dir,
+                           outputs=_OUTPUTS, model_dirs=(MODEL_DIR,),
+                           inputs=(ft.init_checkpoint, config.vocab_file, config.train_file), say=say)
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -331,7 +354,7 @@ def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = Non
                                                    n_best_size=config.n_best_size,
                                                    max_answer_length=config.max_answer_length,
                                                    null_score_diff_threshold=config.null_score_diff_threshold)
-    say(f"exported the SavedModel to {summary['export']}")
+    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
   return summary
 
 

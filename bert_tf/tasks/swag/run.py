@@ -41,7 +41,7 @@ from bert_tf import fileio
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import model as sf
 from bert_tf.tasks.swag.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, load_model
-from bert_tf.training import distribute, finetuning
+from bert_tf.training import distribute, finetuning, run_identity
 
 PREDICTIONS_FILE = "test_predictions.csv"
 METRIC_NAMES = ("accuracy", finetuning.LOSS)  # `evaluate`'s, headline (--metric_for_best's default) first
@@ -195,6 +195,19 @@ def write_predictions(output_dir: str, examples: list[swag.SwagExample], probabi
   return path
 
 
+# -- What a run is --------------------------------------------------------------------------------------------
+
+
+def run_identity_of(config: SwagConfig, inputs: Inputs) -> run_identity.RunIdentity:
+  """What defines a training run (`run_identity`): train.csv's content, the length, casing, the number of
+  training examples taken, the vocabulary and the fine-tuning settings that shape the weights."""
+  settings = {"train_file": run_identity.file_entry(inputs["train"].path), "max_seq_length": config.max_seq_length,
+              "do_lower_case": config.do_lower_case, "max_train_examples": config.max_train_examples,
+              "vocab_file": run_identity.file_entry(config.vocab_file),
+              **run_identity.finetuning_settings(config.finetuning)}
+  return run_identity.RunIdentity("swag", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+
+
 # -- The script's entry point ---------------------------------------------------------------------------------
 
 
@@ -206,6 +219,11 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
 
   config.validate()
   inputs = read_inputs(config)
+  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+    ft = config.finetuning
+    run_identity.start_run(config.output_dir, run_identity_of(config, inputs), ft.overwrite_output_dir,
+                           outputs=(PREDICTIONS_FILE,), model_dirs=(MODEL_DIR,),
+                           inputs=(ft.init_checkpoint, config.vocab_file, inputs["train"].path), say=say)
   strategy = strategy or config.finetuning.strategy()
   config.check_init_checkpoint()  # before any feature file is written
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -277,5 +295,5 @@ def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
     from bert_tf.tasks.swag import serving as swag_serving
 
     summary["export"] = swag_serving.export_swag(model_dir, config.export_dir, config.model_name)
-    say(f"exported the SavedModel to {summary['export']}")
+    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
   return summary
