@@ -129,16 +129,18 @@ def test_next_version_takes_one_more_than_the_largest_numeric_folder(tmp_path):
 
 @pytest.mark.slow
 def test_a_mixed_precision_model_exports_as_float32_next_version(exported, tmp_path):
-  """Export again into (a copy of) the model folder: version 2, no half types in the graph, the same outputs as
-  the float32 version 1 (the same weights), and version 1 is never overwritten."""
+  """Export again into (a copy of) the model folder: version 2 (asked for: the same weights with the same settings
+  would otherwise be found already served by version 1), no half types in the graph, the same outputs as the
+  float32 version 1, and version 1 is never overwritten."""
   model, spec, _ = exported["nli"]
   export_dir = str(tmp_path / "export")
   shutil.copytree(os.path.join(exported["export_dir"], "nli"), os.path.join(export_dir, "nli"))
   first = os.path.join(export_dir, "nli", "1")
   mixed = tiny_classifier(len(LABELS), dtype="mixed_bfloat16")
   mixed.set_weights(model.get_weights())
-  second = classifier_serving.export_classifier(mixed, spec, exported["vocab"], export_dir, "nli")
+  second = classifier_serving.export_classifier(mixed, spec, exported["vocab"], export_dir, "nli", version=2)
   assert second == os.path.join(export_dir, "nli", "2")
+  assert serving.read_manifest(second)["fingerprint"] == serving.read_manifest(first)["fingerprint"]
   assert sorted(os.listdir(os.path.join(export_dir, "nli"))) == ["1", "2"]
 
   from tensorflow.core.protobuf import saved_model_pb2
@@ -694,6 +696,23 @@ def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(t
   with pytest.raises(ValueError, match=r"words/2 already exists and TF Serving may be serving it"):
     export_words(export_dir, version=2)
   assert sorted(os.listdir(model_dir)) == ["1", "2"] and len(seen) == 2
+
+
+def test_an_export_the_newest_version_already_serves_publishes_nothing(tmp_path):
+  """The same server (weights), manifest, warmup and vocabulary as the newest version: no new version, that one's
+  path returned (a rerun of a finished run with --export_dir). Other weights publish the next version; the first
+  weights again, no longer the newest, publish another (a rollback); an explicit version is always written."""
+  export_dir, vocab = str(tmp_path / "export"), write_vocab(tmp_path)
+  model_dir = os.path.join(export_dir, "words")
+  first = export_words(export_dir, vocab_file=vocab)
+  assert export_words(export_dir, vocab_file=vocab) == first and os.listdir(model_dir) == ["1"]
+  fingerprint = serving.read_manifest(first)["fingerprint"]
+  assert re.fullmatch(r"[0-9a-f]{64}", fingerprint)
+  assert export_words(export_dir, offset=11, vocab_file=vocab) == os.path.join(model_dir, "2")
+  assert export_words(export_dir, vocab_file=vocab) == os.path.join(model_dir, "3")
+  assert serving.read_manifest(os.path.join(model_dir, "3"))["fingerprint"] == fingerprint
+  assert export_words(export_dir, version=7, vocab_file=vocab) == os.path.join(model_dir, "7")
+  assert sorted(os.listdir(model_dir), key=int) == ["1", "2", "3", "7"]
 
 
 def test_the_next_export_removes_what_a_killed_one_left(tmp_path):

@@ -36,6 +36,7 @@ with SAVED_MODEL_CLI_WITH_TF_TEXT below (tests/test_serving.py runs exactly this
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -331,7 +332,7 @@ def _signature_summary(saved_model_dir: str) -> dict[str, Any]:
 
 # The fields every export's manifest has, computed by `export_servable`; a task's fields may not use these names.
 COMMON_MANIFEST_KEYS = ("model_name", "version", "signatures", "warmup_records", "vocab_file", "tensorflow",
-                        "tensorflow_text", "custom_ops", "serving_image", "note")
+                        "tensorflow_text", "custom_ops", "serving_image", "note", "fingerprint")
 # The task kinds exported today; `task_kind` tells a client which outputs to expect (the signatures say how).
 TASK_KINDS = ("classification", "regression", "squad", "multiple_choice", "ner")
 _CUSTOM_OPS_NOTE = (
@@ -346,9 +347,9 @@ _CORE_OPS_NOTE = (
 
 
 def common_manifest(saved_model_dir: str, model_name: str, version: int, num_warmup_records: int,
-                    vocab_copied: bool) -> dict[str, Any]:
+                    vocab_copied: bool, fingerprint: str | None = None) -> dict[str, Any]:
   """The manifest fields every export has, read from the SavedModel at `saved_model_dir` (COMMON_MANIFEST_KEYS;
-  vocab_file only when a vocabulary was copied)."""
+  vocab_file only when a vocabulary was copied; `fingerprint`: `export_fingerprint`'s)."""
   custom_ops = ops_missing_from_core(sorted(saved_model_op_types(saved_model_dir)))
   return {
       "model_name": model_name,
@@ -361,7 +362,48 @@ def common_manifest(saved_model_dir: str, model_name: str, version: int, num_war
       "custom_ops": custom_ops,
       "serving_image": f"tensorflow/serving:{tf.__version__}",
       "note": _CUSTOM_OPS_NOTE if custom_ops else _CORE_OPS_NOTE,
+      "fingerprint": fingerprint,
   }
+
+
+def export_fingerprint(server: tf.Module, signature_names: Sequence[str], warmup: Sequence[Mapping[str, Any]],
+                       warmup_signature: str, manifest: Mapping[str, Any], vocab_file: str | None) -> str | None:
+  """SHA-256 of what a version written by `export_servable` serves: the values of every variable `server` tracks
+  (the weights), the task's manifest fields, the signature names, the warmup requests, the vocabulary's bytes and
+  the versions of TensorFlow, tensorflow-text and bert_tf that build the graph. Two exports with the same
+  fingerprint write the same model; None when `server` tracks no variable (nothing to tell weights by)."""
+  import numpy as np
+
+  from bert_tf import __version__
+
+  variables = server.variables
+  if not variables:
+    return None
+  digest = hashlib.sha256(json.dumps(
+      {"manifest": manifest, "signatures": sorted(signature_names), "warmup": list(warmup),
+       "warmup_signature": warmup_signature, "tensorflow": tf.__version__, "tensorflow_text": tf_text.__version__,
+       "bert_tf": __version__}, sort_keys=True, default=str).encode())
+  for variable in variables:  # tf.Module lists them in a fixed order (attribute names, sorted)
+    value = np.ascontiguousarray(variable.numpy())
+    digest.update(f"{value.dtype.str}{value.shape}".encode())
+    digest.update(value.tobytes())
+  if vocab_file is not None:
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+      digest.update(f.read())
+  return digest.hexdigest()
+
+
+def _same_as_newest(model_dir: str, fingerprint: str | None) -> str | None:
+  """The newest version of `model_dir` when it is whole (saved_model.pb) and its manifest holds `fingerprint`."""
+  versions = serving_requests.version_numbers(model_dir)
+  if fingerprint is None or not versions:
+    return None
+  newest = os.path.join(model_dir, str(max(versions)))
+  try:
+    same = read_manifest(newest).get("fingerprint") == fingerprint
+  except (OSError, ValueError, tf.errors.NotFoundError):
+    return None
+  return newest if same and tf.io.gfile.exists(os.path.join(newest, "saved_model.pb")) else None
 
 
 def _check_task_manifest(manifest: Mapping[str, Any]) -> None:
@@ -402,7 +444,9 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
       as `tf.saved_model.save` takes them; must hold `warmup_signature`. Outputs must be batched [B, ...].
     export_dir: TF Serving's model root (local or gs://).
     model_name: the name clients use (REST URL, gRPC model_spec.name); a folder name, no "/".
-    version: a positive integer; None takes 1 + the largest existing version (or 1). An existing version is
+    version: a positive integer; None takes 1 + the largest existing version (or 1), unless the newest version
+      already serves exactly this export (`export_fingerprint`, in its manifest): then nothing is written and
+      that version's path is returned (a rerun of a finished run publishes no duplicate). An existing version is
       never overwritten.
     warmup_instances: at least one example, each a dict of `warmup_signature`'s inputs (strings, numbers or
       lists); written as warmup requests, one per example and one batch of all (see
@@ -440,10 +484,12 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
       tf.io.gfile.copy(vocab_file, os.path.join(extra, VOCAB_FILE), overwrite=True)
     records = write_warmup_requests(os.path.join(extra, WARMUP_FILE), model_name, warmup, warmup_signature,
                                     dtypes={name: spec.dtype for name, spec in specs.items()})
-    common = common_manifest(path, model_name, version, records, vocab_copied=vocab_file is not None)
+    common = common_manifest(path, model_name, version, records, vocab_copied=vocab_file is not None,
+                             fingerprint=fingerprint)
     with tf.io.gfile.GFile(os.path.join(extra, MANIFEST_FILE), "w") as f:
       f.write(json.dumps(_merge_manifest(manifest, common), indent=2) + "\n")
 
+  fingerprint = export_fingerprint(server, list(signatures), warmup, warmup_signature, manifest, vocab_file)
   tf.io.gfile.makedirs(model_dir)
   # One export at a time per model folder (`.lock`, which TF Serving ignores: it loads numeric names only), so
   # the hidden version folders an export killed mid-write left are known dead and removed here.
@@ -451,6 +497,11 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
     for path in checkpointing.remove_export_leftovers(model_dir):
       logging.warning("removed %s, left by an interrupted export", path)
     if version is None:
+      same = _same_as_newest(model_dir, fingerprint)
+      if same is not None:
+        logging.info("%s already serves this model (the same weights, settings and warmup; fingerprint %s): "
+                     "published no new version", same, fingerprint[:12])
+        return same
       version = next_version(model_dir)
     _check_same_kind_as_before(model_dir, model_name, version, manifest)
     final = os.path.join(model_dir, str(version))
