@@ -112,7 +112,7 @@ def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
   log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
   assert results["loss"] == pytest.approx(-np.mean(log_p[np.arange(11), labels]), abs=1e-5)
   assert f"loss = {results['loss']}" in text
-  assert any(line.startswith("MRPC dev: f1 ") and f"  loss {results['loss']:.4f}" in line for line in said)
+  assert any(line.startswith("MRPC dev: accuracy ") and f"  loss {results['loss']:.4f}" in line for line in said)
   assert not (out / "test_results.json").exists()  # GLUE's test set has no labels
 
   # Evaluating the saved classifier alone reproduces the metrics; features are reused, not rewritten.

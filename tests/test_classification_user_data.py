@@ -381,7 +381,7 @@ def test_script_scores_a_labelled_test_file_as_it_scores_dev(tmp_path, pretraine
   assert {k: test_results[k] for k in names} == {k: dev_results[k] for k in names}
   assert test_results["test_examples"] == dev_results["eval_examples"] == 5
   assert all(f"{k} = {test_results[k]}\n" in (out / "test_results.txt").read_text() for k in names)
-  shown = "  ".join(f"{k} {test_results[k]:.4f}" for k in ("f1", "accuracy", "loss"))  # headline first
+  shown = "  ".join(f"{k} {test_results[k]:.4f}" for k in names)
   task = classification.read_spec(str(out / "classifier")).task_name  # named after the files' folder
   assert f"{task} test: {shown}" in done.stderr and f"{task} dev: {shown}" in done.stderr
   assert np.loadtxt(out / "test_results.tsv").shape == (5, 2) and (out / "test_predictions.csv").exists()
