@@ -11,10 +11,19 @@ r"""Converts BERT weights between google-research TF1 checkpoints, Hugging Face 
   python scripts/convert_checkpoint.py --input_format=ours --input=out/pretrain --output_format=hf \
       --output_dir=/tmp/bert_hf
 
+  python scripts/convert_checkpoint.py --input_format=ours --input=out/sms/classifier --output_format=hf \
+      --output_dir=/tmp/sms_hf    # BertForSequenceClassification, with its labels
+  python scripts/convert_checkpoint.py --input_format=hf --input=/tmp/hf_ner --output_format=ours \
+      --output_dir=/tmp/ner_model   # a BertForTokenClassification as our ner_model/ folder
+
 Output layouts (see bert_tf/model/convert.py): `ours` writes <output_dir>/encoder/ckpt-1 (encoder, plus the
 pretraining heads when the input had them), bert_config.json and vocab.txt; `tf1` writes
 <output_dir>/bert_model.ckpt under google-research's variable names, bert_config.json and vocab.txt; `hf` writes
 config.json, model.safetensors, vocab.txt and the tokenizer files that transformers' from_pretrained loads.
+A fine-tuned model (classifier, SQuAD, NER, SWAG; bert_tf/model/convert_tasks.py) keeps its head and labels: `hf`
+writes its transformers class (BertForSequenceClassification, BertForQuestionAnswering,
+BertForTokenClassification, BertForMultipleChoice) and bert_tf.json, `ours` its task's model folder (what
+export_*.py and --init_checkpoint take); `tf1` writes its encoder.
 """
 
 from __future__ import annotations
@@ -33,11 +42,13 @@ flags.DEFINE_enum("input_format", None, list(INPUT_FORMATS), "Format of --input.
 flags.DEFINE_string("input", None, "tf1: checkpoint prefix or its directory; hf: model directory, or a model id "
                     "as hf:<id> (e.g. hf:bert-base-uncased, downloaded into the Hugging Face cache); ours: a "
                     "directory written by this script with --output_format=ours, a pretraining --output_dir "
-                    "(its newest checkpoints/ckpt-N, with the heads), a fine-tuned model's folder, or a "
-                    "checkpoint prefix; keras_hub: a keras-hub BERT preset (bert_base_en_uncased, or "
-                    "keras_hub:bert_base_en_uncased, downloaded by keras-hub) or a preset folder.")
-flags.DEFINE_integer("step", None, "ours input only: the training checkpoint ckpt-<step> of a pretraining "
-                     "--output_dir (default: the newest).")
+                    "(its newest checkpoints/ckpt-N, with the heads), a fine-tuned model's folder (written "
+                    "with its task head: classifier/ as hf's BertForSequenceClassification, ...), a fine-tuning "
+                    "checkpoint (<output_dir>/checkpoints/ckpt-N, best/ckpt-N), or a checkpoint prefix; "
+                    "keras_hub: a keras-hub BERT preset (bert_base_en_uncased, or keras_hub:bert_base_en_uncased, "
+                    "downloaded by keras-hub) or a preset folder.")
+flags.DEFINE_integer("step", None, "ours input only: the training checkpoint ckpt-<step> of a pretraining or "
+                     "fine-tuning --output_dir (default: the newest).")
 flags.DEFINE_enum("output_format", "ours", list(OUTPUT_FORMATS), "Format to write.")
 flags.DEFINE_string("output_dir", None, "Folder to write: new or empty (created if missing), else refused unless "
                     "--overwrite_output_dir.")
@@ -59,7 +70,7 @@ def main(argv):
                      "its own")
   if FLAGS.input_format == "hf" and FLAGS.vocab_file:
     raise ValueError("--vocab_file applies to --input_format=tf1 and ours; an hf input carries its own")
-  from bert_tf.model import convert, released
+  from bert_tf.model import convert, convert_tasks, released
 
   # Before anything is read (a download, a conversion): a file, or a folder holding something, is refused.
   convert.check_output_dir(FLAGS.output_dir, FLAGS.overwrite_output_dir,
@@ -75,19 +86,21 @@ def main(argv):
     scheme = FLAGS.input.split(":", 1)[0]
     if FLAGS.input_format != scheme:
       raise ValueError(f"--input={FLAGS.input} is a released model; pass --input_format={scheme} with it")
-    converted = convert.load_ours(released.local_path(FLAGS.input))  # Downloaded and converted once, cached.
+    # Downloaded and converted once, cached (a model with a task head as its task's model folder).
+    converted = convert_tasks.load_ours(released.local_path(FLAGS.input))
   elif FLAGS.input_format == "tf1":
     converted = convert.load_tf1(FLAGS.input, FLAGS.bert_config_file, FLAGS.vocab_file)
   elif FLAGS.input_format == "ours":
-    converted = convert.load_ours(FLAGS.input, step=FLAGS.step)
+    converted = convert_tasks.load_ours(FLAGS.input, step=FLAGS.step)
     converted.vocab_file = FLAGS.vocab_file or converted.vocab_file
   else:
-    converted = convert.LOADERS[FLAGS.input_format](FLAGS.input)
+    converted = convert_tasks.LOADERS[FLAGS.input_format](FLAGS.input)
   if converted.unused:
     logging.warning("%d input tensor(s) not converted: %s", len(converted.unused),
                     ", ".join(converted.unused[:20]))
-  path = convert.write_output(convert.SAVERS[FLAGS.output_format], converted, FLAGS.output_dir)
-  logging.info("wrote %s (%s; heads: %s)", path, FLAGS.output_format, ", ".join(converted.heads) or "none")
+  path = convert.write_output(convert_tasks.SAVERS[FLAGS.output_format], converted, FLAGS.output_dir)
+  what = f"task: {converted.task.describe()}" if converted.task else f"heads: {', '.join(converted.heads) or 'none'}"
+  logging.info("wrote %s (%s; %s)", path, FLAGS.output_format, what)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("classifier_dir", None, "A fine-tuned classifier: <run_classifier --output_dir>/classifier.")
+flags.DEFINE_string("classifier_dir", None, "A fine-tuned classifier: <run_classifier --output_dir>/classifier, "
+                    "or a Hugging Face BertForSequenceClassification (its folder, or hf:<id>).")
 flags.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
 flags.DEFINE_string("model_name", None, "The served model's name (default: the task name, lower case).")
 flags.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")

@@ -13,7 +13,8 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A fine-tuned NER model: <run_ner --output_dir>/ner_model.")
+flags.DEFINE_string("model_dir", None, "A fine-tuned NER model: <run_ner --output_dir>/ner_model, or a Hugging "
+                    "Face BertForTokenClassification (its folder, or hf:<id>).")
 flags.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
 flags.DEFINE_string("model_name", "ner", "The served model's name.")
 flags.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")

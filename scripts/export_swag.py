@@ -14,7 +14,8 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A fine-tuned SWAG model: <run_swag --output_dir>/swag_model.")
+flags.DEFINE_string("model_dir", None, "A fine-tuned SWAG model: <run_swag --output_dir>/swag_model, or a "
+                    "Hugging Face BertForMultipleChoice (its folder, or hf:<id>).")
 flags.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
 flags.DEFINE_string("model_name", "swag", "The served model's name.")
 flags.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")

@@ -429,6 +429,9 @@ class Converted:
   heads: tuple[str, ...] = ()
   vocab_file: str | None = None
   unused: list[str] = dataclasses.field(default_factory=list)  # Source tensors that were not loaded.
+  # A fine-tuned task model (bert_tf.model.convert_tasks.TaskModel: its head, settings and labels), whose
+  # `.model.encoder` is `encoder`; None for an encoder (with or without the pretraining heads).
+  task: Any = None
 
 
 def from_tf1_weights(weights: dict[str, np.ndarray], config: BertConfig, source: str = "checkpoint",
@@ -451,6 +454,30 @@ def from_tf1_weights(weights: dict[str, np.ndarray], config: BertConfig, source:
 def _vocab_beside(directory: str) -> str | None:
   path = os.path.join(directory, VOCAB_NAME)
   return path if tf.io.gfile.exists(path) else None
+
+
+def hf_vocab(directory: str) -> str | None:
+  """The vocabulary of a Hugging Face folder: its vocab.txt, else the WordPiece vocabulary of its tokenizer.json
+  (transformers 5 saves a BERT tokenizer as that file alone) written as a vocab.txt into a temporary folder;
+  None when it has neither."""
+  found = _vocab_beside(directory)
+  path = os.path.join(directory, "tokenizer.json")
+  if found or not tf.io.gfile.exists(path):
+    return found
+  with tf.io.gfile.GFile(path, "rb") as f:
+    try:
+      model = json.loads(f.read().decode("utf-8")).get("model") or {}
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+      model = {}
+  vocab = model.get("vocab") if model.get("type") == "WordPiece" else None
+  if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+    logging.warning("%s: not a WordPiece vocabulary with ids 0..N-1; no vocab.txt for this model", path)
+    return None
+  import tempfile
+
+  target = os.path.join(tempfile.mkdtemp(prefix="bert_tf_hf_vocab_"), VOCAB_NAME)
+  fileio.write_text_atomic(target, "".join(token + "\n" for token in sorted(vocab, key=vocab.get)))
+  return target
 
 
 def load_tf1(checkpoint: str, bert_config_file: str | None = None, vocab_file: str | None = None,
@@ -484,7 +511,7 @@ def load_hf(directory: str, dtype=None) -> Converted:
                      "config.json")
   config = hf_config_to_bert_config(values, source=config_path)
   weights, unused = hf_to_tf1_names(read_hf_state(directory))
-  converted = from_tf1_weights(weights, config, source=directory, vocab_file=_vocab_beside(directory),
+  converted = from_tf1_weights(weights, config, source=directory, vocab_file=hf_vocab(directory),
                                dtype=dtype, config_source=config_path)
   converted.unused = sorted(unused + converted.unused)
   return converted
@@ -573,6 +600,18 @@ def our_checkpoint(path: str, step: int | None = None) -> tuple[str, str]:
   """(checkpoint prefix, its bert_config.json) of anything `load_ours` reads; see there."""
   from bert_tf.training import handoff
 
+  prefix = our_prefix(path, step)
+  config = handoff.find_config(prefix)
+  if config is None:
+    raise FileNotFoundError(f"{prefix}: no {BERT_CONFIG_NAME} in or beside it")
+  return prefix, config
+
+
+def our_prefix(path: str, step: int | None = None) -> str:
+  """The checkpoint prefix of anything `load_ours` reads (a fine-tuning run's checkpoints too); FileNotFoundError
+  saying what is accepted when `path` holds no object checkpoint of bert_tf's."""
+  from bert_tf.training import handoff
+
   path = path.rstrip("/")
   prefix = None
   if tf.io.gfile.exists(path + ".index"):
@@ -596,10 +635,7 @@ def our_checkpoint(path: str, step: int | None = None) -> tuple[str, str]:
         f"{path}: no checkpoint of bert_tf's here: give a directory written by scripts/convert_checkpoint.py "
         f"(its {ENCODER_DIR}/), a pretraining --output_dir (its {TRAINING_CHECKPOINTS_DIR}/, with the heads, or "
         "encoder_checkpoint/), a fine-tuned model's folder, or a checkpoint prefix (.../ckpt-1000)")
-  config = handoff.find_config(prefix)
-  if config is None:
-    raise FileNotFoundError(f"{prefix}: no {BERT_CONFIG_NAME} in or beside it")
-  return prefix, config
+  return prefix
 
 
 def load_ours(path: str, dtype=None, step: int | None = None) -> Converted:
@@ -666,13 +702,22 @@ _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PA
                    "mask_token": "[MASK]"}
 
 
-def hf_config(config: BertConfig, heads: tuple[str, ...] = ()) -> dict[str, Any]:
-  """The HF `config.json` of `config`: our field names are HF's; keys a source added (extras) are kept, and
-  `model_type`, `architectures` say what transformers builds."""
+# Keys of a source's config.json that describe that file or its head, not the encoder: never carried into a
+# config.json we write (transformers writes its own version and dtype when it saves; the labels are the head's).
+HF_SOURCE_KEYS = frozenset({"_name_or_path", "transformers_version", "architectures", "model_type", "id2label",
+                            "label2id", "num_labels", "_num_labels", "problem_type", "finetuning_task", "torch_dtype",
+                            "dtype"})
+
+
+def hf_config(config: BertConfig, heads: tuple[str, ...] = (), architecture: str | None = None) -> dict[str, Any]:
+  """The HF `config.json` of `config`: our field names are HF's; keys a source added (extras) are kept, except
+  `HF_SOURCE_KEYS`; `model_type` and `architectures` (`architecture`, else the class of `heads`) say what
+  transformers builds."""
   if config.causal_attention:
     raise ValueError("causal_attention: a left-to-right model (its pooler reads the last real token) has no "
                      "Hugging Face BERT counterpart; convert it to ours or tf1")
-  values = {**config.to_dict(), "model_type": "bert", "architectures": [HF_ARCHITECTURES[heads]]}
+  values = {k: v for k, v in config.to_dict().items() if k not in HF_SOURCE_KEYS}
+  values.update(model_type="bert", architectures=[architecture or HF_ARCHITECTURES[heads]])
   values.setdefault("layer_norm_eps", 1e-12)  # Our LayerNorm's epsilon, google-research's (and HF's default).
   return values
 
@@ -700,11 +745,20 @@ def save_hf(converted: Converted, output_dir: str) -> str:
   # back every tensor; transformers 5 reads past it.
   state[("bert." if heads else "") + "embeddings.position_ids"] = np.arange(
       converted.config.max_position_embeddings, dtype=np.int64)[None]
+  return write_hf_folder(converted, values, state, output_dir)
+
+
+def write_hf_folder(converted: Converted, values: dict[str, Any], state: dict[str, np.ndarray], output_dir: str,
+                    do_lower_case: bool | None = None) -> str:
+  """Writes `values` as config.json, the vocabulary of `converted` with the tokenizer files (`do_lower_case`,
+  default: whether the vocabulary is uncased) and `state` as model.safetensors, last; returns its path."""
   tf.io.gfile.makedirs(output_dir)
   fileio.write_text_atomic(os.path.join(output_dir, "config.json"), json.dumps(values, indent=2) + "\n")
   _write_config_and_vocab(converted, output_dir, bert_config=False)
   if converted.vocab_file:
-    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": not vocab_is_cased(converted.vocab_file),
+    if do_lower_case is None:
+      do_lower_case = not vocab_is_cased(converted.vocab_file)
+    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case,
                  "model_max_length": converted.config.max_position_embeddings, **_SPECIAL_TOKENS}
     fileio.write_text_atomic(os.path.join(output_dir, "tokenizer_config.json"), json.dumps(tokenizer, indent=2) + "\n")
     fileio.write_text_atomic(os.path.join(output_dir, "special_tokens_map.json"),

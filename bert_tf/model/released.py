@@ -25,6 +25,9 @@ KERAS_HUB = "keras_hub:"
 # What a BERT model needs from an HF repository (not the other frameworks' copies of the weights).
 HF_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors", "vocab.txt",
             "tokenizer_config.json", "special_tokens_map.json"]
+# Taken when there, not in every repository: the tokenizer that transformers 5 saves instead of vocab.txt, and
+# our settings beside a fine-tuned model we converted (bert_tf.model.convert_tasks).
+HF_OPTIONAL_FILES = ["tokenizer.json", "bert_tf.json"]
 
 
 def is_released(path: str | None) -> bool:
@@ -40,24 +43,81 @@ def cache_dir() -> str:
 
 def local_path(path: str) -> str:
   """`path` (without a trailing /), or for a released name the local `ours` folder of its converted weights
-  (downloaded and converted on first use)."""
+  (downloaded and converted on first use); for a local Hugging Face folder of a fine-tuned task model
+  (BertForSequenceClassification, ...: bert_tf.model.convert_tasks), our model folder converted from it, kept
+  under <cache>/converted/hf/<folder name>-<hash of its files>/ (converted again when a file changes)."""
   if path.startswith(HF):
     return _converted(HF, path[len(HF):], *_hf_snapshot(path[len(HF):]))
   if path.startswith(KERAS_HUB):
     return _converted(KERAS_HUB, path[len(KERAS_HUB):], *_keras_hub_preset(path[len(KERAS_HUB):]))
-  return path.rstrip("/")
+  from bert_tf.model import convert_tasks
+
+  path = path.rstrip("/")
+  if convert_tasks.hf_task_kind(path) is not None:
+    name = os.path.basename(os.path.abspath(path)) if "://" not in path else os.path.basename(path)
+    target = os.path.join(cache_dir(), "converted", "hf", f"{name}-{_folder_hash(path)}")
+    return _converted_once(target, lambda d: convert_tasks.save_ours(convert_tasks.load_hf(path), d), path)
+  return path
+
+
+def task_model_dir(path: str | None) -> str | None:
+  """For a Hugging Face model with a task head (hf:<id>, or a local folder: see `local_path`), the folder of our
+  fine-tuned model converted from it (what --init_checkpoint without --do_train and export take); else `path`."""
+  from bert_tf.model import convert_tasks
+
+  if path and (path.startswith(HF) or convert_tasks.hf_task_kind(path.rstrip("/")) is not None):
+    local = local_path(path)
+    if convert_tasks.folder_kind(local) is not None:
+      return local
+  return path
+
+
+_HASHES: dict[tuple, str] = {}  # (folder, its files' sizes and times) -> their hash, this process's
+
+
+def _folder_hash(directory: str) -> str:
+  """12 hex digits of SHA-256 over the files of a Hugging Face folder that a conversion reads."""
+  import hashlib
+
+  import tensorflow as tf
+
+  names = sorted(n for n in tf.io.gfile.listdir(directory) if n.endswith((".json", ".safetensors", ".txt")))
+  stats = tuple((n, tf.io.gfile.stat(os.path.join(directory, n)).length,
+                 tf.io.gfile.stat(os.path.join(directory, n)).mtime_nsec) for n in names)
+  key = (os.path.abspath(directory) if "://" not in directory else directory, stats)
+  if key not in _HASHES:
+    digest = hashlib.sha256()
+    for name in names:
+      digest.update(name.encode() + b"\0")
+      with tf.io.gfile.GFile(os.path.join(directory, name), "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+          digest.update(block)
+    _HASHES[key] = digest.hexdigest()[:12]
+  return _HASHES[key]
 
 
 def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
-  """The `ours` folder of `name` at `revision` in our cache, converted from `source` with `load` if absent."""
-  from bert_tf.model import convert
+  """The `ours` folder of `name` at `revision` in our cache, converted from `source` with `load` if absent (a
+  task model's folder for a Hugging Face model with a task head: bert_tf.model.convert_tasks)."""
+  from bert_tf.model import convert_tasks
 
   target = os.path.join(cache_dir(), "released", scheme.rstrip(":"), name.replace("/", "--"), revision)
-  if fileio.exists(os.path.join(target, convert.ENCODER_DIR, "checkpoint")):
+  # A task model converted before task heads were (encoder/ alone) is converted again.
+  again = scheme == HF and convert_tasks.hf_task_kind(source) is not None and convert_tasks.folder_kind(target) is None
+  return _converted_once(target, lambda d: convert_tasks.save_ours(load(source), d), f"{scheme}{name} ({source})",
+                         again)
+
+
+def _converted_once(target: str, write, source: str, again: bool = False) -> str:
+  """`target`, written by `write(folder)` unless a finished conversion is there (or `again`)."""
+  from bert_tf.model import convert, convert_tasks
+
+  if not again and (fileio.exists(os.path.join(target, convert.ENCODER_DIR, "checkpoint"))
+                    or convert_tasks.folder_kind(target) is not None):
     return target
-  logging.info("converting %s%s (%s) into %s", scheme, name, source, target)
+  logging.info("converting %s into %s", source, target)
   # Written under a temporary name and renamed: a conversion cut short is never taken for a finished one.
-  fileio.replace_dir(lambda d: convert.save_ours(load(source), d), target)
+  fileio.replace_dir(write, target)
   return target
 
 
@@ -80,15 +140,18 @@ def _hf_snapshot(model_id: str) -> tuple[str, str, object]:
   from huggingface_hub import constants
 
   try:
-    folder = huggingface_hub.snapshot_download(model_id, allow_patterns=HF_FILES)
+    folder = huggingface_hub.snapshot_download(model_id, allow_patterns=HF_FILES + HF_OPTIONAL_FILES)
   except Exception as e:  # pylint: disable=broad-except  # Offline, unknown id, no network: all said the same way.
     raise _offline_error(
         f"{HF}{model_id}", constants.HF_HUB_CACHE, "models--" + model_id.replace("/", "--"),
         f"hf download {model_id} {' '.join(f for f in HF_FILES if '*' not in f and 'index' not in f)}",
         "HF_HUB_CACHE", e) from None
-  from bert_tf.model import convert
+  import functools
 
-  return folder, os.path.basename(folder.rstrip("/")), convert.load_hf
+  from bert_tf.model import convert_tasks
+
+  return folder, os.path.basename(folder.rstrip("/")), functools.partial(convert_tasks.load_hf,
+                                                                           name=f"{HF}{model_id}")
 
 
 def _keras_hub_preset(preset: str) -> tuple[str, str, object]:

@@ -168,6 +168,9 @@ def export_from_directory(classifier_dir: str, export_dir: str, model_name: str 
   """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
   `model_name` defaults to the task's name in lower case."""
   serving.check_export_dir(export_dir, model_name or "")
+  from bert_tf.model import released
+
+  classifier_dir = released.task_model_dir(classifier_dir)  # A Hugging Face classifier: ours converted from it.
   model, spec, vocab_file = load_classifier(classifier_dir)
   return export_classifier(model, spec, vocab_file, export_dir, model_name or spec.task_name.lower(), version,
                            warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"))

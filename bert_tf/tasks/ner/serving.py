@@ -262,10 +262,12 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path."""
   from bert_tf.export import serving
+  from bert_tf.model import released
   from bert_tf.tasks.ner import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
+  model_dir = released.task_model_dir(model_dir)  # A Hugging Face token classifier: ours converted from it.
   if not folder.is_model_dir(model_dir):
     raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_ner.py "
                             f"(<output_dir>/{folder.MODEL_DIR})")

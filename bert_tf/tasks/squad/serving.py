@@ -329,10 +329,12 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one.
   """
   from bert_tf.export import serving
+  from bert_tf.model import released
   from bert_tf.tasks.squad import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
+  model_dir = released.task_model_dir(model_dir)  # A Hugging Face question answerer: ours converted from it.
   settings = dict(folder.read_settings(model_dir))
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)

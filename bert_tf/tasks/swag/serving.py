@@ -98,10 +98,12 @@ def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", versi
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
   the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests."""
   from bert_tf.export import serving
+  from bert_tf.model import released
   from bert_tf.tasks.swag import folder
 
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
+  model_dir = released.task_model_dir(model_dir)  # A Hugging Face multiple-choice model: ours converted from it.
   if not folder.is_model_dir(model_dir):
     raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_swag.py "
                             f"(<output_dir>/{folder.MODEL_DIR})")
