@@ -129,7 +129,9 @@ rng = np.random.default_rng(0)
 n, t = 11, 9
 mask = (np.arange(t)[None] < rng.integers(2, t + 1, [n, 1])).astype(np.int32)
 features = {"input_ids": rng.integers(5, th.VOCAB, [n, t]).astype(np.int32) * mask, "input_mask": mask,
-            "segment_ids": np.zeros([n, t], np.int32), "is_real_example": np.ones([n], np.int32)}
+            "segment_ids": np.zeros([n, t], np.int32), "is_real_example": np.ones([n], np.int32),
+            "label_ids": rng.integers(0, 3, [n]).astype(np.int32)}
+task = classification.ClassificationTask(th.tiny_bert_config(), 3, None, t)
 out = {}
 for name in ("one_device", "mirrored"):
   strategy = distribute.get_strategy(name)
@@ -142,9 +144,17 @@ for name in ("one_device", "mirrored"):
     k = batch - tf.shape(b["input_ids"])[0]
     return {key: tf.pad(v, [[0, k]] + [[0, 0]] * (v.shape.rank - 1)) for key, v in b.items()}
   dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch).map(pad)
+  def with_loss(f, training=False):  # the evaluation loss summed in the same pass (padding rows weigh 0)
+    logits = model(f, training=training)
+    return logits, finetuning.loss_sums(task, f, logits)
+  outputs, sums = finetuning.predict(with_loss, dataset, strategy, with_sums=True)
   out[name] = {"replicas": strategy.num_replicas_in_sync, "batch": batch,
                "outputs": finetuning.predict(model, dataset, strategy).tolist(),
-               "direct": model(features).numpy().tolist()}
+               "direct": model(features).numpy().tolist(), "with_sums": outputs.tolist(), "sums": sums,
+               "labels": features["label_ids"].tolist(),
+               "loss": finetuning.mean_loss(task, sums),
+               "host_loss": finetuning.eval_loss(task, {k: features[k] for k in ("label_ids", "is_real_example")},
+                                                 outputs, chunk=4)}
 json.dump(out, open(sys.argv[1], "w"))
 """
 
@@ -158,7 +168,15 @@ def test_prediction_on_two_replicas_keeps_order_and_drops_padding(tmp_path):
   assert out["mirrored"]["batch"] == 4  # 3 rounded up to a multiple of 2 replicas
   for name in ("one_device", "mirrored"):
     np.testing.assert_allclose(out[name]["outputs"], out[name]["direct"], atol=1e-5)
-    assert np.asarray(out[name]["outputs"]).shape == (11, 3)
+    assert np.asarray(out[name]["outputs"]).shape == (11, 3) and out[name]["with_sums"] == out[name]["outputs"]
+    # The evaluation loss: the mean cross-entropy over the 11 real examples, whatever the batches, replicas and
+    # padding rows; summed in the prediction pass (with_sums) or on the host in chunks (eval_loss), alike.
+    logits = np.asarray(out[name]["direct"], np.float64)
+    labels = out[name]["labels"]
+    expected = -np.mean((logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))[np.arange(11), labels])
+    assert out[name]["sums"]["normalizers"] == {"examples": 11.0}
+    assert out[name]["loss"] == pytest.approx(expected, abs=1e-5)
+    assert out[name]["host_loss"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_encoder_savedmodel_runs_in_a_session_loader_like_tf_serving(tmp_path):
