@@ -41,8 +41,17 @@ The matmul peak is the best sustained float32 `tf.linalg.matmul` rate on square 
 lower it. "MFU vs round probe" divides each round's rate by the probe taken just before it, under about the
 same load, and gives the median over rounds: a figure less sensitive to the machine being shared.
 
+Precision, XLA and the peak. `--dtype=mixed_bfloat16|mixed_float16` builds every model under that Keras dtype
+policy (the matmuls in bfloat16 / float16, the variables and the loss in float32; mixed_float16 with the project's
+dynamic `LossScaleOptimizer`, as training uses) and times the probes in the compute dtype. `--jit_compile` times
+the XLA step only (`--no-jit_compile` the plain one; the default `--xla=both` times both). `--peak_tflops=X` or
+`--chip=NAME` (accelerators.CHIPS: the dense datasheet peaks of H100, H200, A100, L4, TPU v5e/v5p) replaces the
+measured matmul peak as the MFU denominator: on a GPU, utilisation against the chip's dense peak of the precision
+the matmuls run in (TF32 for float32, TensorFlow's default on Ampere and later).
+
   python bench/bench_pretraining_throughput.py [--configs=mini,small] [--peers=keras_hub,tfm] [--xla=both]
       [--batch_size=32] [--seq_length=128] [--steps=20] [--seconds=20] [--json=report.json]
+      [--dtype=float32] [--jit_compile | --no-jit_compile] [--peak_tflops=989.4 | --chip=h100_sxm]
 
 Prints a JSON report, then a markdown table. Targets: ours >= 1.25x the faster peer and MFU >= 70%.
 """
@@ -61,7 +70,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accelerators  # noqa: E402  pylint: disable=wrong-import-position
+
 IMPLEMENTATIONS = ("ours", "keras_hub", "tfm")
+DTYPES = accelerators.DTYPES
+COMPUTE_DTYPES = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}
 TARGET_RATIO = 1.25
 TARGET_MFU = 0.70
 FLOPS_FORMULA = ("training = 3 x forward; forward = 2*L*(4H^2 + 2HI)*B*T + 2*2*L*B*T^2*H + 2*B*P*(H^2 + H*V) "
@@ -91,7 +105,25 @@ def parse_args(argv=None):
                  help="shortest real length of a sequence (default seq_length // 2); = seq_length for a batch "
                       "without padding")
   p.add_argument("--json", default=None, help="also write the JSON report to this file")
+  p.add_argument("--dtype", default="float32", choices=DTYPES, help="Keras dtype policy of every model")
+  p.add_argument("--jit_compile", default=None, action=argparse.BooleanOptionalAction,
+                 help="time the XLA step only (--no-jit_compile: the plain step only); default: --xla")
+  p.add_argument("--peak_tflops", type=float, default=None,
+                 help="MFU against this dense peak (TFLOPS) instead of the measured matmul peak")
+  p.add_argument("--chip", default=None, choices=sorted(accelerators.CHIPS),
+                 help="MFU against this chip's dense datasheet peak for --dtype (bench/accelerators.py)")
   args = p.parse_args(argv)
+  if args.jit_compile is not None:
+    if args.xla != "both" and args.xla != ("on" if args.jit_compile else "off"):
+      p.error(f"--xla={args.xla} contradicts --{'' if args.jit_compile else 'no-'}jit_compile; give one of them")
+    args.xla = "on" if args.jit_compile else "off"
+  if args.peak_tflops is not None and args.chip:
+    p.error("--peak_tflops and --chip both give the peak; pass one")
+  if args.peak_tflops is not None and args.peak_tflops <= 0:
+    p.error(f"--peak_tflops={args.peak_tflops} must be > 0")
+  if args.dtype == "mixed_float16" and "tfm" in args.peers.split(","):
+    p.error("--dtype=mixed_float16 with the tfm peer: tf_keras models cannot use this project's Keras 3 loss scaling; "
+            "leave tfm out of --peers (or use --dtype=mixed_bfloat16)")
   args.configs = [c for c in args.configs.split(",") if c]
   args.peers = [c for c in args.peers.split(",") if c]
   unknown = [c for c in args.peers if c not in IMPLEMENTATIONS[1:]]
@@ -168,10 +200,10 @@ def training_flops(layers: int, hidden: int, inter: int, vocab: int, batch: int,
   return parts
 
 
-def matmul_rate(n: int, seconds: float, block_seconds: float = 0.5) -> float:
-  """Best GFLOP/s of float32 `tf.linalg.matmul` [n, n] x [n, n] over blocks of ~block_seconds for ~seconds."""
-  a = tf.random.normal([n, n], seed=1)
-  b = tf.random.normal([n, n], seed=2)
+def matmul_rate(n: int, seconds: float, block_seconds: float = 0.5, dtype=tf.float32) -> float:
+  """Best GFLOP/s of `tf.linalg.matmul` [n, n] x [n, n] in `dtype` over blocks of ~block_seconds for ~seconds."""
+  a = tf.cast(tf.random.normal([n, n], seed=1), dtype)
+  b = tf.cast(tf.random.normal([n, n], seed=2), dtype)
   # Return one element: the product is computed in full and nothing big is copied out.
   product = tf.function(lambda a, b: tf.linalg.matmul(a, b)[0, 0])
   product(a, b).numpy()
@@ -187,23 +219,24 @@ def matmul_rate(n: int, seconds: float, block_seconds: float = 0.5) -> float:
   return best
 
 
-def matmul_peak(sizes: list[int], seconds: float) -> dict:
-  """Best sustained float32 matmul GFLOP/s over square sizes `sizes`, TF's default threading (all cores)."""
-  rates = {n: round(matmul_rate(n, seconds), 1) for n in sizes}
+def matmul_peak(sizes: list[int], seconds: float, dtype=tf.float32) -> dict:
+  """Best sustained matmul GFLOP/s in `dtype` over square sizes `sizes`, TF's default threading (all cores)."""
+  rates = {n: round(matmul_rate(n, seconds, dtype=dtype), 1) for n in sizes}
   return {"gflops": max(rates.values()), "by_size": rates, "load_average": load_average(),
           "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads() or "default",
           "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or "default"}
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The three models. Each builder returns (forward, trainable variables); forward maps the batch dict of
-# tensors to {"mlm_logits": [B, P, V], "nsp_logits": [B, 2]} in training mode.
+# The three models. Each builder takes the BertConfig and a Keras dtype policy name and returns (forward,
+# trainable variables); forward maps the batch dict of tensors to {"mlm_logits": [B, P, V], "nsp_logits": [B, 2]}
+# in training mode (logits in the compute dtype; the loss casts them to float32).
 
 
-def build_ours(config):
+def build_ours(config, dtype: str = "float32"):
   from bert_tf.model.pretraining import BertPretrainer
 
-  model = BertPretrainer(config)
+  model = BertPretrainer(config, dtype=dtype)
 
   def forward(features):
     return model(features, training=True)
@@ -211,7 +244,7 @@ def build_ours(config):
   return forward, model.trainable_variables
 
 
-def build_keras_hub(config):
+def build_keras_hub(config, dtype: str = "float32"):
   import keras
   import keras_hub
 
@@ -220,11 +253,12 @@ def build_keras_hub(config):
       vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
       num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
       intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-      max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size)
+      max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype=dtype)
   mlm_head = keras_hub.layers.MaskedLMHead(
       vocabulary_size=config.vocab_size, token_embedding=backbone.token_embedding,
-      intermediate_activation="gelu", kernel_initializer=init, layer_norm_epsilon=1e-12, name="mlm_head")
-  nsp_head = keras.layers.Dense(2, kernel_initializer=init, name="nsp_head")
+      intermediate_activation="gelu", kernel_initializer=init, layer_norm_epsilon=1e-12, name="mlm_head",
+      dtype=dtype)
+  nsp_head = keras.layers.Dense(2, kernel_initializer=init, name="nsp_head", dtype=dtype)
   inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
   encoded = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
@@ -240,11 +274,14 @@ def build_keras_hub(config):
   return forward, model.trainable_variables
 
 
-def build_tfm(config):
+def build_tfm(config, dtype: str = "float32"):
   import warnings
 
   import tf_keras
   from official.nlp.modeling import layers, models, networks
+
+  # tf_keras layers take the global policy; the Model Garden builds its BERT this way under mixed precision.
+  tf_keras.mixed_precision.set_global_policy(dtype)
 
   init = tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
   encoder = networks.BertEncoder(
@@ -275,21 +312,24 @@ def build_tfm(config):
 BUILDERS = {"ours": build_ours, "keras_hub": build_keras_hub, "tfm": build_tfm}
 
 
-def make_optimizer():
-  """The project's AdamW (google-research's equations, clipping to norm 1); Keras 3 or tf_keras variables."""
-  from bert_tf.training.optimization import AdamWeightDecay
+def make_optimizer(dtype: str = "float32"):
+  """The project's AdamW (google-research's equations, clipping to norm 1); Keras 3 or tf_keras variables.
+  Under mixed_float16, wrapped in the project's dynamic LossScaleOptimizer, as `create_optimizer` does."""
+  from bert_tf.training.optimization import AdamWeightDecay, LossScaleOptimizer
 
-  return AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  optimizer = AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  return LossScaleOptimizer(optimizer) if dtype == "mixed_float16" else optimizer
 
 
 def make_train_step(forward, variables, optimizer, jit_compile: bool):
-  """forward + pretraining_loss + backward + optimizer update in one tf.function; returns the loss."""
+  """forward + pretraining_loss + backward + optimizer update in one tf.function; returns the (unscaled) loss."""
   from bert_tf.model.pretraining import pretraining_loss
 
   def step(features):
     with tf.GradientTape() as tape:
       loss = pretraining_loss(features, forward(features))
-    grads = tape.gradient(loss, variables)
+      scaled = optimizer.scale_loss(loss)  # x the dynamic loss scale under mixed_float16, else the loss itself
+    grads = tape.gradient(scaled, variables)
     # tfm computes its encoder's own pooler although the NSP head does not use it: no gradient there.
     pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
     optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
@@ -356,8 +396,8 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
   cases = []
   for impl in ("ours", *args.peers):
     keras.utils.set_random_seed(args.seed)  # Python, NumPy and TensorFlow seeds.
-    forward, variables = BUILDERS[impl](config)
-    optimizer = make_optimizer()
+    forward, variables = BUILDERS[impl](config, args.dtype)
+    optimizer = make_optimizer(args.dtype)
     optimizer.build(variables)  # Slots made eagerly, shared by the case's XLA and non-XLA steps.
     params = sum(int(np.prod(v.shape)) for v in variables)
     for xla in xla_modes:
@@ -376,7 +416,7 @@ def bench_config(name: str, args, probe_size: int) -> tuple[list[dict], dict[str
   probes = []
   for r in range(args.rounds):
     # What the matmul reaches under the load of this round: MFU against it cancels other users' load.
-    probes.append(matmul_rate(probe_size, args.probe_seconds))
+    probes.append(matmul_rate(probe_size, args.probe_seconds, dtype=COMPUTE_DTYPES[args.dtype]))
     run_round(cases, features, per_round_steps, per_round_seconds, args.batch_size)
     print(f"[{name}] round {r + 1}/{args.rounds}: matmul {probes[-1]:.0f} GFLOP/s; " + ", ".join(
         f"{c.impl}{'+xla' if c.xla else ''} {c.round_rates[-1]:.1f}" for c in cases) + " seq/s "
@@ -422,11 +462,20 @@ def markdown(rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
+def given_peak_tflops(args) -> tuple[float | None, str]:
+  """The MFU denominator the flags give (TFLOPS, and where it came from), or (None, "measured ...")."""
+  if args.peak_tflops is None and not args.chip:
+    return None, f"measured {args.dtype} matmul peak of this machine"
+  tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+  return accelerators.resolve_peak(args.chip, args.peak_tflops, None, args.dtype, tf32)
+
+
 def main(argv=None):
   args = parse_args(argv)
   started = time.time()
   load_start = load_average()
-  peaks = [matmul_peak(args.peak_sizes, args.peak_seconds)]
+  compute_dtype = COMPUTE_DTYPES[args.dtype]
+  peaks = [matmul_peak(args.peak_sizes, args.peak_seconds, compute_dtype)]
   probe_size = max(peaks[0]["by_size"], key=peaks[0]["by_size"].get)
   print(f"matmul peak {peaks[0]['gflops']} GFLOP/s {peaks[0]['by_size']} (load {load_average()})",
         file=sys.stderr, flush=True)
@@ -435,12 +484,15 @@ def main(argv=None):
     config_rows, flops, probes[name] = bench_config(name, args, probe_size)
     rows += config_rows
     flops_by_config[name] = {k: round(v / 1e9, 3) for k, v in flops.items()}
-  peaks.append(matmul_peak(args.peak_sizes, args.peak_seconds))
+  peaks.append(matmul_peak(args.peak_sizes, args.peak_seconds, compute_dtype))
   # The machine's peak is the best it showed at any time in the run; other users' load only lowers it.
-  peak = max([p["gflops"] for p in peaks] + [x for v in probes.values() for x in v])
+  measured_peak = max([p["gflops"] for p in peaks] + [x for v in probes.values() for x in v])
+  given_peak, peak_source = given_peak_tflops(args)
+  peak = 1000.0 * given_peak if given_peak else measured_peak
   verdicts = {}
   for r in rows:
     r["mfu"] = round(r["gflops_achieved"] / peak, 4)
+    r["mfu_vs_measured_matmul_peak"] = round(r["gflops_achieved"] / measured_peak, 4)
   for name in args.configs:
     ours = max((r for r in rows if r["config"] == name and r["implementation"] == "ours"),
                key=lambda r: r["sequences_per_s"])
@@ -458,11 +510,15 @@ def main(argv=None):
                   "tensorflow": tf.__version__, "python": platform.python_version()},
       "settings": {"batch_size": args.batch_size, "seq_length": args.seq_length, "min_length": args.min_length,
                    "max_predictions_per_seq": args.max_predictions_per_seq, "vocab_size": args.vocab_size,
-                   "dtype": "float32", "optimizer": "bert_tf AdamWeightDecay (lr 1e-4, wd 0.01, clip 1.0)",
+                   "dtype": args.dtype, "xla": args.xla,
+                   "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled(),
+                   "optimizer": "bert_tf AdamWeightDecay (lr 1e-4, wd 0.01, clip 1.0)"
+                                + (", dynamic loss scale" if args.dtype == "mixed_float16" else ""),
                    "steps": args.steps, "seconds": args.seconds, "rounds": args.rounds, "seed": args.seed},
       "flops_formula": FLOPS_FORMULA,
       "gflop_per_step": flops_by_config,
-      "matmul_peak_gflops": peak,
+      "matmul_peak_gflops": measured_peak,
+      "mfu_peak_gflops": peak, "mfu_peak_source": peak_source,
       "matmul_peak_measurements": peaks,
       "matmul_probes_by_round": {"size": probe_size, **probes},
       "targets": {"ratio_to_faster_peer": TARGET_RATIO, "mfu": TARGET_MFU},
@@ -477,8 +533,9 @@ def main(argv=None):
     with open(args.json, "w") as f:
       f.write(text + "\n")
   print()
-  print(f"matmul peak {peak:.1f} GFLOP/s (best of {[p['gflops'] for p in peaks]} and the per-round probes "
-        f"{probes}); B={args.batch_size} T={args.seq_length} P={args.max_predictions_per_seq} float32; "
+  print(f"matmul peak {measured_peak:.1f} GFLOP/s (best of {[p['gflops'] for p in peaks]} and the per-round probes "
+        f"{probes}); MFU against {peak:.1f} GFLOP/s ({peak_source}); B={args.batch_size} T={args.seq_length} "
+        f"P={args.max_predictions_per_seq} {args.dtype}; "
         f"load average {load_start} -> {report['load_average_end']}; {report['wall_seconds']:.0f} s")
   print(f"FLOPs: {FLOPS_FORMULA}")
   print("MFU % vs round probe: median over rounds of the round's rate against a matmul timed just before it, "
