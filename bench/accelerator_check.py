@@ -6,7 +6,7 @@ machine is at hand; in about 8 minutes on one H100 it answers whether the projec
   python bench/accelerator_check.py                      # on the GPU machine (pip install '.[gpu]' first)
   python bench/accelerator_check.py --chip=h100_sxm      # MFU against a named chip's dense peak (else detected)
   python bench/accelerator_check.py --peak_tflops=989.4  # ... or against a peak you give
-  python bench/accelerator_check.py --dry_run            # the whole check at toy sizes; needs no GPU (the suite runs it)
+  python bench/accelerator_check.py --dry_run --jobs=2   # the whole check at toy sizes, no GPU needed (the suite's)
   python bench/accelerator_check.py --only=throughput_bf16 --deadline_scale=2   # one part, twice the time
 
 Each part runs in its own process with its own deadline and prints exactly ONE JSON line on stdout,
@@ -53,7 +53,7 @@ before timing. The timed steps are cheap: 2 warm-up + 3 blocks of 10 steps at 64
 twice that in TF32. Within the part, a case starts only when the time left exceeds 1.2x the longest case so
 far; they run in the order ours plain, ours XLA, keras-hub XLA, keras-hub plain, so a short deadline costs the
 peer's cases first, and a skipped case is named in the line. two_vs_one: three runs of a 4-layer H256 model,
-a few seconds of tracing each. finetune: one script process, about 80 steps of a 2-layer model.
+a few seconds of tracing each. finetune: one script process, 200 steps of a 2-layer model.
 
 --dry_run: the same parts at toy sizes (1-layer H32 models, batch 4, sequence 16, 2 timed steps), needing no GPU
 (logical CPUs for two_vs_one); tests/test_bench_accelerator_check.py runs it. Child processes get

@@ -100,8 +100,8 @@ def test_flags_are_refused_with_what_to_change():
 
 def test_a_part_past_its_deadline_is_killed_and_still_gives_its_line_with_what_it_recorded(tmp_path):
   result = tmp_path / "result.json"
-  child = (f"import json, time; json.dump({{'measured': 7}}, open({str(result)!r}, 'w')); print('working', flush=True); "
-           "time.sleep(60)")
+  child = (f"import json, time; json.dump({{'measured': 7}}, open({str(result)!r}, 'w')); "
+           "print('working', flush=True); time.sleep(60)")
   line = ac.run_part("slow", [sys.executable, "-c", child], 3.0, str(result), str(tmp_path / "slow.log"))
   assert line["part"] == "slow" and line["ok"] is False and line["measured"] == 7
   assert line["error"] == "deadline of 3 s passed; killed" and line["log"] == str(tmp_path / "slow.log")
