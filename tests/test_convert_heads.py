@@ -294,6 +294,19 @@ def test_a_hugging_face_classifier_exports_and_serves_its_labels(hf_models, toke
   assert len(set(expected)) > 1  # The seeded head tells the sentences apart.
 
 
+def test_run_classifier_predicts_with_a_hugging_face_classifier_as_it_is(hf_models, tokenizer, tmp_path):
+  folder, model = hf_models["classifier"]
+  (tmp_path / "test.csv").write_text("sentence1\n" + "".join(f'"{text}"\n' for text in SENTENCES))
+  result = th.run_python(["scripts/run_classifier.py", f"--init_checkpoint={folder}", "--do_predict",
+                          f"--test_file={tmp_path / 'test.csv'}", f"--output_dir={tmp_path / 'out'}"],
+                         timeout=600, BERT_TF_CACHE=str(tmp_path / "cache"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = (tmp_path / "out" / "test_predictions.csv").read_text().splitlines()
+  enc, _ = encode(tokenizer, "classifier")
+  expected = [model.config.id2label[i] for i in outputs_of_transformers(model, enc, "classifier").argmax(-1)]
+  assert rows == ["index,prediction"] + [f"{i},{label}" for i, label in enumerate(expected)]
+
+
 def test_a_hugging_face_task_model_is_an_init_checkpoint_with_its_head_and_labels(hf_models, tmp_path):
   from bert_tf.tasks.classification import classifier as classification
   from bert_tf.tasks.classification import run as gf
