@@ -7,6 +7,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -215,3 +216,307 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path):
     ri.check_output_dir(str(tmp_path / "file" / "out"))
   ri.check_output_dir(str(tmp_path / "new" / "out"))  # missing folders are made later
   ri.check_output_dir("gs://bucket/out")
+
+
+# -- Each task's run checks before any work: stopped where it would make its strategy ----------------------------
+
+
+class _Stop(Exception):
+  """Raised where a run makes its strategy, just after its check of the output dir: nothing is trained."""
+
+
+@pytest.fixture
+def stopped(monkeypatch):
+  from bert_tf.training import finetuning
+
+  def stop(self):
+    raise _Stop
+
+  monkeypatch.setattr(finetuning.FinetuningConfig, "strategy", stop)
+
+
+def _finetuning(tmp_path, **changes):
+  import dataclasses
+
+  from bert_tf.training import finetuning
+
+  fields = dict(output_dir=str(tmp_path / "out"), bert_config=dataclasses.replace(
+      th.tiny_bert_config(), max_position_embeddings=48), train_batch_size=4, learning_rate=1e-3,
+      num_train_epochs=1.0, distribution_strategy="one_device")
+  return finetuning.FinetuningConfig(**{**fields, **changes})
+
+
+def _refused_then_resumed(run, make, out, change, expected):
+  """run(make()) records its run and stops at its strategy; as if it had saved a checkpoint, run(make(**change))
+  is refused naming `expected`, and run(make(num_train_epochs=2.0)) passes the check and says it continues."""
+  with pytest.raises(_Stop):
+    run(make(), say=lambda line: None)
+  _trained(str(out))
+  with pytest.raises(ri.RunChanged) as error:
+    run(make(**change), say=lambda line: None)
+  assert f"{out} holds a run trained with other settings ({expected}); give another --output_dir" in str(error.value)
+  said = []
+  with pytest.raises(_Stop):
+    run(make(num_train_epochs=2.0), say=said.append)
+  assert f"num_train_epochs: 1.0 -> 2.0: the run in {out} continues from its last checkpoint" in said
+  assert ri.read(str(out))["resumable"] == {"num_train_epochs": 2.0}
+
+
+def test_squad_refuses_another_doc_stride(tmp_path, stopped):
+  from bert_tf.tasks.squad import run as squad_run
+  from test_squad_data import build_fixture, write_json
+
+  train = write_json(tmp_path / "train.json", build_fixture(False))
+  vocab = th.write_vocab(tmp_path)
+
+  def make(doc_stride=11, **changes):
+    return squad_run.SquadConfig(vocab_file=vocab, finetuning=_finetuning(tmp_path, **changes), train_file=train,
+                                 do_train=True, max_seq_length=37, doc_stride=doc_stride, max_query_length=9)
+
+  _refused_then_resumed(squad_run.run_squad, make, tmp_path / "out", {"doc_stride": 13}, "doc_stride: 11 -> 13")
+  assert ri.read(str(tmp_path / "out"))["task"] == "squad"
+
+
+@pytest.mark.parametrize("feature_based", [None, "last_hidden"])
+def test_ner_refuses_another_label_scheme_and_another_feature_choice(tmp_path, stopped, feature_based):
+  from bert_tf.tasks.ner import data as ner
+  from bert_tf.tasks.ner import run as ner_run
+  from test_ner_data import ORIGINAL, write
+
+  os.makedirs(tmp_path / "conll")
+  write(tmp_path / "conll" / "eng.train", ORIGINAL)
+  vocab = th.write_vocab(tmp_path)
+
+  def make(label_scheme="IOB2", feature_based=feature_based, **changes):
+    init = {"init_checkpoint": str(tmp_path / "pretrained")} if feature_based else {}
+    return ner_run.NerConfig(data_dir=str(tmp_path / "conll"), vocab_file=vocab,
+                             finetuning=_finetuning(tmp_path, **init, **changes), do_train=True, max_seq_length=19,
+                             label_scheme=label_scheme, feature_based=feature_based)
+
+  if feature_based is None:  # fine-tuned: BIOES labels are another head
+    types = ("LOC", "MISC", "ORG", "PER")
+    change = {"label_scheme": "BIOES"}
+    expected = (f"label_scheme: IOB2 -> BIOES; labels: {','.join(ner.labels_for(types, 'IOB2'))} -> "
+                f"{','.join(ner.labels_for(types, 'BIOES'))}")
+  else:
+    change, expected = {"feature_based": "embeddings"}, "feature_based: last_hidden -> embeddings"
+  _refused_then_resumed(ner_run.run_ner, make, tmp_path / "out", change, expected)
+
+
+def test_swag_refuses_another_number_of_training_examples(tmp_path, stopped):
+  from bert_tf.tasks.swag import run as swag_run
+  from test_run_swag import learnable, write_csv
+
+  os.makedirs(tmp_path / "data")
+  write_csv(tmp_path / "data" / "train.csv", learnable(5, seed=1))
+  vocab = th.write_vocab(tmp_path)
+
+  def make(max_train_examples=0, **changes):
+    return swag_run.SwagConfig(data_dir=str(tmp_path / "data"), vocab_file=vocab,
+                               finetuning=_finetuning(tmp_path, **changes), do_train=True, max_seq_length=19,
+                               max_train_examples=max_train_examples)
+
+  _refused_then_resumed(swag_run.run_swag, make, tmp_path / "out", {"max_train_examples": 3},
+                        "max_train_examples: 0 -> 3")
+
+
+def test_pretraining_refuses_another_learning_rate_and_other_records_and_resumes_more_steps(tmp_path):
+  import tensorflow as tf
+
+  from bert_tf.training import pretraining
+
+  data = th.write_records(tmp_path / "data", num_files=2, per_file=3)
+
+  def make(**changes):
+    fields = dict(input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(),
+                  max_seq_length=th.T, max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=2,
+                  num_warmup_steps=0, distribution_strategy="one_device")
+    return pretraining.PretrainingConfig(**{**fields, **changes})
+
+  def stop(*args, **kwargs):
+    raise _Stop
+
+  def run(config):
+    return pretraining.run_pretraining(config, tf.distribute.get_strategy(), trainer_cls=stop)
+
+  with pytest.raises(_Stop):
+    run(make())
+  _trained(str(tmp_path / "out"))
+  with pytest.raises(ri.RunChanged, match=r"other settings \(learning_rate: 0.0001 -> 0.0002\); give another"):
+    run(make(learning_rate=2e-4))
+  before = ri.files_entry(data, sorted(str(p) for p in (tmp_path / "data").iterdir()))
+  th.write_records(tmp_path / "data", num_files=2, per_file=3, seed=1)  # other records under the same names
+  with pytest.raises(ri.RunChanged, match=re.escape(f"other settings (input_file: {data} (2 files, {before['bytes']} "
+                                                    f"bytes, sha256 {before['sha256'][:12]}) -> {data} (2 files, ")):
+    run(make())
+  th.write_records(tmp_path / "data", num_files=2, per_file=3)
+  with pytest.raises(_Stop):
+    run(make(num_train_steps=3))
+  assert ri.read(str(tmp_path / "out"))["resumable"] == {"num_train_steps": 3}
+
+
+# -- scripts/run_classifier.py as a user runs it: the issue's SMS spam rerun -------------------------------------
+
+WORDS = ["free", "money", "now", "win", "prize", "see", "you", "at", "lunch", "call", "me", "later", "ok"]
+SPAM, HAM = ["free money now", "win a prize now", "free prize"], ["see you at lunch", "call me later", "ok see you"]
+
+
+def _sms(directory, rows, name):
+  lines = ["sentence1,label"] + [f"{text},{label}" for text, label in rows]
+  (directory / name).write_text("\n".join(lines) + "\n")
+  return name
+
+
+def _script(script, args, cwd):
+  import subprocess
+  import sys
+
+  return subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", f"{script}.py"), *args], cwd=cwd,
+                        env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+
+def _errors(result):
+  return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
+@pytest.fixture(scope="module")
+def sms(tmp_path_factory):
+  """A tiny pretrained encoder, SMS-like CSV files labelled ham/spam, and the results of scripts/run_classifier.py
+  run on them as the issue did: a run that trains (1 epoch, 2 steps) and exports version 1 (beside it, every
+  run_*.py given an --output_dir that is a file); then, each on its own copy of that run, the reruns: with the
+  labels reversed (on the run itself), with another training file, learning rate and --init_checkpoint, the
+  same run with other logging and evaluation flags and --export_dir, --overwrite_output_dir, and one more epoch."""
+  from bert_tf.config import BertConfig
+  from bert_tf.model.encoder import BertEncoder
+  from bert_tf.training import handoff
+
+  root = tmp_path_factory.mktemp("sms")
+  tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"] + WORDS
+  (root / "vocab.txt").write_text("\n".join(tokens) + "\n")
+  config = BertConfig.from_preset("tiny", vocab_size=len(tokens), hidden_size=18, num_attention_heads=3,
+                                  intermediate_size=37, num_hidden_layers=1, max_position_embeddings=24)
+  handoff.export_encoder(BertEncoder(config), config, str(root / "pretrained"))
+  shutil.copytree(root / "pretrained", root / "pretrained2")
+  rows = [(SPAM[i % 3], "spam") if i % 2 else (HAM[i % 3], "ham") for i in range(17)]
+  _sms(root, rows, "train.csv")
+  _sms(root, rows[:-1], "train2.csv")
+  _sms(root, rows[:5], "dev.csv")
+  (root / "a_file").write_text("x")
+  common = ["--train_file=train.csv", "--validation_file=dev.csv", "--vocab_file=vocab.txt", "--do_train",
+            "--do_eval", "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1", "--num_gpus=0",
+            "--learning_rate=1e-3", "--log_steps=1", "--steps_per_loop=1"]
+  results = {}
+  file_dir = {  # each script given an --output_dir that is a file, with the flags that reach its checks
+      "run_classifier": common + ["--init_checkpoint=pretrained"],
+      "run_squad": ["--init_checkpoint=pretrained", "--train_file=train.csv", "--do_train"],
+      "run_ner": ["--init_checkpoint=pretrained", "--data_dir=.", "--do_train"],
+      "run_swag": ["--init_checkpoint=pretrained", "--data_dir=.", "--do_train"],
+      "run_pretraining": ["--input_file=train.csv", "--bert_config_file=pretrained/bert_config.json",
+                          "--max_seq_length=16"]}
+  with concurrent.futures.ThreadPoolExecutor(3) as pool:
+    first = pool.submit(_script, "run_classifier", common + ["--init_checkpoint=pretrained", "--output_dir=out",
+                                                            "--export_dir=export"], root)
+    files = {name: pool.submit(_script, name, args + ["--output_dir=a_file"], root) for name, args in file_dir.items()}
+    results["first"] = first.result()
+    results["file"] = {name: future.result() for name, future in files.items()}
+    if results["first"].returncode != 0:
+      return root, results
+    results["classifier.json"] = (root / "out" / "classifier" / "classifier.json").read_bytes()
+    for copy in ("out_many", "out_same", "out_over", "out_more"):
+      shutil.copytree(root / "out", root / copy)
+    (root / "out_over" / "notes.txt").write_text("mine")
+    reruns = {
+        "labels": common + ["--init_checkpoint=pretrained", "--output_dir=out", "--labels=spam,ham",
+                            "--export_dir=export"],
+        "many": [a for a in common if a not in ("--train_file=train.csv", "--learning_rate=1e-3")]
+                + ["--train_file=train2.csv", "--learning_rate=3e-3", "--init_checkpoint=pretrained2/",
+                   "--output_dir=out_many"],
+        "same": common + ["--init_checkpoint=pretrained", "--output_dir=out_same", "--log_steps=2",
+                          "--steps_per_loop=2", "--save_checkpoints_steps=5", "--eval_every_steps=1",
+                          "--eval_batch_size=3", "--export_dir=export"],
+        "over": [a for a in common if a != "--learning_rate=1e-3"]
+                + ["--init_checkpoint=pretrained", "--output_dir=out_over", "--learning_rate=2e-3",
+                   "--overwrite_output_dir"],
+        "more": [a for a in common if a != "--num_train_epochs=1"]
+                + ["--init_checkpoint=pretrained", "--output_dir=out_more", "--num_train_epochs=2"]}
+    futures = {name: pool.submit(_script, "run_classifier", args, root) for name, args in reruns.items()}
+    results.update({name: future.result() for name, future in futures.items()})
+  return root, results
+
+
+def _trained_first(sms):
+  root, results = sms
+  assert results["first"].returncode == 0, results["first"].stderr[-3000:]
+  return root, results
+
+
+def test_a_rerun_with_the_labels_reversed_is_refused_and_changes_nothing(sms):
+  """The issue's case: trained as ham,spam, rerun with --labels=spam,ham; it trained nothing and wrote the new
+  label order over the head (dev accuracy 0.833 -> 0.167). Now: refused in one line, exit 1, nothing written."""
+  root, results = _trained_first(sms)
+  result = results["labels"]
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert _errors(result) == [
+      f"error: {root / 'out'} holds a run trained with other settings (labels: ham,spam -> spam,ham); give another "
+      "--output_dir to keep that run, or pass --overwrite_output_dir to start over there"]
+  assert "Traceback" not in result.stderr
+  assert (root / "out" / "classifier" / "classifier.json").read_bytes() == results["classifier.json"]
+  assert json.loads((root / "out" / "classifier" / "classifier.json").read_text())["labels"] == ["ham", "spam"]
+  assert ri.read(str(root / "out"))["settings"]["labels"] == ["ham", "spam"]
+  assert sorted(os.listdir(root / "export" / "train")) == ["1"]
+
+
+def test_another_training_file_learning_rate_and_init_checkpoint_are_refused(sms):
+  root, results = _trained_first(sms)
+  result = results["many"]
+  assert result.returncode == 1, result.stderr[-3000:]
+  before, after = (ri.file_entry(str(root / name)) for name in ("train.csv", "train2.csv"))
+  assert _errors(result) == [
+      f"error: {root / 'out_many'} holds a run trained with other settings (train_file: {root / 'train.csv'} "
+      f"({before['bytes']} bytes, sha256 {before['sha256'][:12]}) -> {root / 'train2.csv'} ({after['bytes']} bytes, "
+      f"sha256 {after['sha256'][:12]}); init_checkpoint: {root / 'pretrained'} -> {root / 'pretrained2'}; "
+      "learning_rate: 0.001 -> 0.003); give another --output_dir to keep that run, or pass --overwrite_output_dir "
+      "to start over there"]
+
+
+def test_the_same_rerun_with_other_logging_and_evaluation_flags_resumes_and_exports_nothing_new(sms):
+  root, results = _trained_first(sms)
+  result = results["same"]
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "nothing left to train" in result.stderr
+  assert f"{os.path.join('export', 'train', '1')} already serves this model" in result.stderr
+  assert sorted(os.listdir(root / "export" / "train")) == ["1"]
+  assert json.loads(result.stdout[result.stdout.index("{"):])["export"] == os.path.join("export", "train", "1")
+
+
+def test_more_epochs_resume_the_run_and_say_so(sms):
+  root, results = _trained_first(sms)
+  result = results["more"]
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = root / "out_more"
+  assert f"num_train_epochs: 1.0 -> 2.0: the run in {out} continues from its last checkpoint" in result.stderr
+  assert f"resuming at step 2 from {out / 'checkpoints' / 'ckpt-2'}, training to step 4" in result.stderr
+  assert json.loads(result.stdout[result.stdout.index("{"):])["train_steps"] == 4
+  assert ri.read(str(out))["resumable"] == {"num_train_epochs": 2.0}
+
+
+def test_overwrite_output_dir_starts_over_and_keeps_the_users_files(sms):
+  root, results = _trained_first(sms)
+  result = results["over"]
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = root / "out_over"
+  assert (f"--overwrite_output_dir: removed checkpoints, classifier, eval_results.json, eval_results.txt, "
+          f"run.json, train from {out}; kept notes.txt (not written by a run)") in result.stderr
+  assert f"starting fresh in {out / 'checkpoints'}" in result.stderr
+  assert (out / "notes.txt").read_text() == "mine"
+  assert ri.read(str(out))["settings"]["learning_rate"] == 2e-3
+
+
+@pytest.mark.parametrize("script", ["run_classifier", "run_squad", "run_ner", "run_swag", "run_pretraining"])
+def test_an_output_dir_that_is_a_file_is_one_line(sms, script):
+  root, results = sms
+  result = results["file"][script]
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert _errors(result) == [f"error: --output_dir=a_file is a file, not a folder; give a folder (created if "
+                             "missing)"], result.stderr[-3000:]
+  assert "Traceback" not in result.stderr

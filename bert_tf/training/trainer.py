@@ -337,7 +337,8 @@ class Trainer:
     restored = self.checkpointer.restore(optional=("evaluation",))
     step = int(self.step.numpy())
     if restored:
-      logging.info("resuming at step %d from %s", step, restored)
+      logging.info("resuming at step %d from %s%s", step, restored,
+                   f", training to step {cfg.num_train_steps}" if step < cfg.num_train_steps else "")
       if step >= cfg.num_train_steps:
         logging.info("%s is at step %d, --num_train_steps=%d: nothing left to train", restored, step,
                      cfg.num_train_steps)
