@@ -152,12 +152,11 @@ def _checkpoint_kind(prefix: str) -> TaskKind | None:
 
 def _run_folder(prefix: str, kind: TaskKind) -> str:
   """The model folder (classifier/, ...) of the run whose fine-tuning checkpoint `prefix` is
-  (<run>/checkpoints/ckpt-N, <run>/best/ckpt-N): in <run>, or above it (a learning-rate search's runs/<name>/)."""
+  (<run>/checkpoints/ckpt-N, <run>/best/ckpt-N; each run of a learning-rate search has its own)."""
   run = os.path.dirname(os.path.dirname(prefix))
-  for directory in (run, os.path.dirname(run), os.path.dirname(os.path.dirname(run))):
-    folder = os.path.join(directory, kind.model_dir)
-    if directory and folder_kind(folder) == kind:
-      return folder
+  folder = os.path.join(run, kind.model_dir)
+  if folder_kind(folder) == kind:
+    return folder
   raise FileNotFoundError(
       f"{prefix}: a {kind.name} fine-tuning checkpoint, but its run ({run}) has no {kind.model_dir}/ yet, whose "
       f"{kind.settings_name} and bert_config.json say what the head means; run {kind.script} again with the same "
