@@ -369,3 +369,5 @@ def test_heads_without_a_counterpart_are_refused_in_one_line(hf_models, minilm, 
     convert_tasks.save_hf(converted, str(tmp_path / "hf"))
   assert str(caught.value).startswith("a feature-based NER tagger (--feature_based: a BiLSTM on the frozen")
   assert not os.path.exists(tmp_path / "hf")
+  convert_tasks.save_ours(converted, str(tmp_path / "encoder_alone"))  # its encoder still converts
+  assert sorted(os.listdir(tmp_path / "encoder_alone")) == ["bert_config.json", "encoder", "vocab.txt"]

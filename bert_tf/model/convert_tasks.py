@@ -176,13 +176,16 @@ def load_ours(path: str, dtype=None, step: int | None = None) -> convert.Convert
   folder = directory if in_folder else _run_folder(prefix, kind)
   settings = handoff.read_settings_file(os.path.join(folder, kind.settings_name))
   vocab_file = convert._vocab_beside(folder)  # pylint: disable=protected-access
-  refusal = _feature_based(kind, settings)
-  if refusal:
-    converted = convert.load_ours(path, dtype=dtype, step=step)
-    converted.task = TaskModel(kind, None, settings, refusal)
-    return converted
   config_path = os.path.join(folder, handoff.CONFIG_NAME)
-  model = build_model(kind, BertConfig.from_json_file(config_path), settings)
+  config = BertConfig.from_json_file(config_path)
+  refusal = _feature_based(kind, settings)
+  if refusal:  # Its encoder still converts to ours or tf1.
+    from bert_tf.model.encoder import BertEncoder
+
+    encoder = BertEncoder(config, dtype="float32")
+    handoff.restore_encoder(encoder, prefix, config_path)
+    return convert.Converted(config, encoder, vocab_file=vocab_file, task=TaskModel(kind, None, settings, refusal))
+  model = build_model(kind, config, settings)
   written_by = f"{kind.script} (<output_dir>/{kind.model_dir}/)"
   handoff.restore_task_model(model, folder, written_by)
   if not in_folder:
