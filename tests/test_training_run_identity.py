@@ -262,6 +262,32 @@ def _refused_then_resumed(run, make, out, change, expected):
   assert ri.read(str(out))["resumable"] == {"num_train_epochs": 2.0}
 
 
+def test_glue_selection_records_the_selection_and_each_run(tmp_path, stopped):
+  """A GLUE task under the selection protocol: <output_dir> records the learning rates and restarts, each run below
+  runs/ its own learning rate and seed; another list of rates is refused before any run trains."""
+  from bert_tf.tasks.classification import run as classifier_run
+  from test_classification_run import write_mrpc
+
+  data = write_mrpc(tmp_path / "MRPC")
+  vocab = th.write_vocab(tmp_path)
+
+  def make(rates=(3e-3, 1e-3), **changes):
+    return classifier_run.ClassifierConfig(
+        task_name="MRPC", data_dir=data, vocab_file=vocab, finetuning=_finetuning(tmp_path, seed=7, **changes),
+        do_train=True, do_eval=True, max_seq_length=21, learning_rates=rates, num_restarts=2)
+
+  _refused_then_resumed(classifier_run.run_classifier, make, tmp_path / "out", {"rates": (3e-3,)},
+                        "learning_rates: 0.003,0.001 -> 0.003")
+  top = ri.read(str(tmp_path / "out"))["settings"]
+  assert (top["task_name"], top["labels"], top["learning_rates"], top["num_restarts"]) == (
+      "MRPC", ["0", "1"], [3e-3, 1e-3], 2) and "learning_rate" not in top
+  assert sorted(os.listdir(tmp_path / "out" / "runs")) == ["lr0.001-seed7", "lr0.001-seed8", "lr0.003-seed7",
+                                                          "lr0.003-seed8"]
+  run = ri.read(str(tmp_path / "out" / "runs" / "lr0.001-seed8"))
+  assert (run["settings"]["learning_rate"], run["settings"]["seed"], run["resumable"]) == (
+      1e-3, 8, {"num_train_epochs": 2.0})
+
+
 def test_squad_refuses_another_doc_stride(tmp_path, stopped):
   from bert_tf.tasks.squad import run as squad_run
   from test_squad_data import build_fixture, write_json

@@ -254,8 +254,8 @@ def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, c
       say(f"{output_dir}: a run from before run records (no {RECORD_NAME}): taken as this run and resumed; its "
           f"settings are recorded now")
   else:
-    changed = differences(recorded, identity)
-    if changed and has_weights(output_dir, model_dirs):
+    changed, trained = differences(recorded, identity), has_weights(output_dir, model_dirs)
+    if changed and trained:
       raise RunChanged(
           f"{output_dir} holds a run trained with other settings ({'; '.join(changed)}); give another "
           f"--output_dir to keep that run, or pass {_OVERWRITE} to start over there")
@@ -266,7 +266,7 @@ def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, c
       say(f"{output_dir}: {line}")
     before = recorded.get("resumable") or {}
     for name, value in _plain(dict(identity.resumable)).items():
-      if name in before and before[name] != value and not changed:
+      if name in before and before[name] != value and trained and not changed:
         say(f"{name}: {_show(before[name])} -> {_show(value)}: the run in {output_dir} continues from its last "
             "checkpoint")
   if chief:
