@@ -428,9 +428,9 @@ def sms(tmp_path_factory):
   _sms(root, rows[:-1], "train2.csv")
   _sms(root, rows[:5], "dev.csv")
   (root / "a_file").write_text("x")
-  common = ["--train_file=train.csv", "--validation_file=dev.csv", "--vocab_file=vocab.txt", "--do_train",
-            "--do_eval", "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1", "--num_gpus=0",
-            "--learning_rate=1e-3", "--log_steps=1", "--steps_per_loop=1"]
+  common = ["--train_file=train.csv", "--vocab_file=vocab.txt", "--do_train", "--max_seq_length=16",
+            "--train_batch_size=8", "--num_train_epochs=1", "--num_gpus=0", "--learning_rate=1e-3", "--log_steps=1",
+            "--steps_per_loop=1"]
   results = {}
   file_dir = {  # each script given an --output_dir that is a file, with the flags that reach its checks
       "run_classifier": common + ["--init_checkpoint=pretrained"],
@@ -458,8 +458,8 @@ def sms(tmp_path_factory):
                 + ["--train_file=train2.csv", "--learning_rate=3e-3", "--init_checkpoint=pretrained2/",
                    "--output_dir=out_many"],
         "same": common + ["--init_checkpoint=pretrained", "--output_dir=out_same", "--log_steps=2",
-                          "--steps_per_loop=2", "--save_checkpoints_steps=5", "--eval_every_steps=1",
-                          "--eval_batch_size=3", "--export_dir=export"],
+                          "--steps_per_loop=2", "--save_checkpoints_steps=5", "--validation_file=dev.csv",
+                          "--do_eval", "--eval_every_steps=1", "--eval_batch_size=3", "--export_dir=export"],
         "over": [a for a in common if a != "--learning_rate=1e-3"]
                 + ["--init_checkpoint=pretrained", "--output_dir=out_over", "--learning_rate=2e-3",
                    "--overwrite_output_dir"],
@@ -531,8 +531,8 @@ def test_overwrite_output_dir_starts_over_and_keeps_the_users_files(sms):
   result = results["over"]
   assert result.returncode == 0, result.stderr[-3000:]
   out = root / "out_over"
-  assert (f"--overwrite_output_dir: removed checkpoints, classifier, eval_results.json, eval_results.txt, "
-          f"run.json, train from {out}; kept notes.txt (not written by a run)") in result.stderr
+  assert (f"--overwrite_output_dir: removed checkpoints, classifier, run.json, train from {out}; kept notes.txt "
+          "(not written by a run)") in result.stderr
   assert f"starting fresh in {out / 'checkpoints'}" in result.stderr
   assert (out / "notes.txt").read_text() == "mine"
   assert ri.read(str(out))["settings"]["learning_rate"] == 2e-3
