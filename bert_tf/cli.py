@@ -126,7 +126,8 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
                     "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
                     "torch.optim.AdamW and the TF Model Garden), or LAMB.")
   flags.DEFINE_enum("dtype", "float32", list(DTYPES), "Compute precision.")
-  flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+  flags.DEFINE_bool("jit_compile", False, "XLA-compile each replica's whole training step where TensorFlow allows "
+                    "(docs/pretraining.md, XLA and accelerators).")
   flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update (train_batch_size / this "
                        "examples each, split across replicas).")
   flags.DEFINE_integer("steps_per_loop", steps_per_loop, "Updates per host call (checkpoints and logs fall on "

@@ -46,3 +46,45 @@ def ner_export(tmp_path_factory, bert_uncased_vocab_file) -> dict:
   import test_ner_serving
 
   return test_ner_serving.export_ner_model(tmp_path_factory.mktemp("ner_export"), bert_uncased_vocab_file)
+
+
+# -- Every training task run a few steps in fresh processes (tests/task_runs.py): several replicas, XLA ----------
+# Read by test_distribute (1, 2 and 4 replicas, --all_reduce_alg) and test_trainer (XLA's whole step). Processes
+# with 4 logical CPU devices serve both; the one-replica runs without XLA are the reference of each. Each process
+# runs one case whose all-reduce uses TensorFlow's collective ops (--all_reduce_alg=ring, and MirroredStrategy's
+# own choice between CPU devices): their keys are numbered per process, and a second set of collectives would
+# take the first one's; the others use hierarchical_copy.
+_TASKS = ("pretraining", "classifier", "squad", "ner", "swag", "ner_feature_based")
+TASK_RUN_CASES = (
+    [f"{task}:1" for task in _TASKS]
+    + ["classifier:2:hierarchical_copy", "classifier:4:ring", "squad:2:hierarchical_copy", "squad:4:hierarchical_copy",
+       "ner:2:hierarchical_copy", "ner:4", "swag:2:hierarchical_copy", "swag:4:hierarchical_copy",
+       "ner_feature_based:2:hierarchical_copy", "ner_feature_based:4:hierarchical_copy"]
+    + [f"{task}:1:jit:acc2" for task in _TASKS]
+    + ["pretraining:1:mixed_float16", "pretraining:1:jit:mixed_float16", "classifier:2:hierarchical_copy:jit"])
+
+
+@pytest.fixture(scope="session")
+def task_runs(tmp_path_factory) -> dict:
+  """tests/task_runs.py's results: case -> {"losses", "weights", "replicas", "xla", "xla_ops", "findings", ...}.
+  Two processes, each with half the tasks, run side by side: tracing is Python on one core."""
+  import json
+  import subprocess
+
+  import training_helpers as th
+
+  directory = tmp_path_factory.mktemp("task_runs")
+  halves = [[c for c in TASK_RUN_CASES if (c.split(":")[0] in ("pretraining", "classifier", "squad")) == first]
+            for first in (True, False)]
+  processes = [subprocess.Popen([sys.executable, os.path.join("tests", "task_runs.py"), str(directory / f"{i}.json"),
+                                 str(directory), *cases], cwd=th.REPO, env=th.python_env(LOGICAL_CPUS=4),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for i, cases in enumerate(halves)]
+  outputs = []
+  for process in processes:
+    try:
+      outputs.append(process.communicate(timeout=1200)[0])
+    finally:
+      process.kill()
+  assert [p.returncode for p in processes] == [0, 0], "".join(o[-3000:] for o in outputs)
+  return {case: run for i in range(2) for case, run in json.loads((directory / f"{i}.json").read_text()).items()}

@@ -138,6 +138,33 @@ def test_tagger_on_cached_layers_equals_tagger_on_windows_and_ignores_padding():
     nfb.BertFeatureTagger(_config(), 7, "sum")
 
 
+def test_rows_of_padding_give_cudnns_lstm_a_mask_it_accepts():
+  # On a GPU Keras' LSTMs are cuDNN's, which assert that every row's mask is right-padded and not empty; the rows
+  # of padding that fill evaluation batches (pad_to_batch) have no token. Keras asked here as on a GPU: cuDNN fails
+  # on the CPU, and Keras falls back to its own loop after the mask was checked.
+  import importlib
+  from unittest import mock
+
+  from bert_tf.training import accelerator_checks
+
+  rnn = importlib.import_module("keras.src.backend.tensorflow.rnn")
+  checked, original = [], rnn._assert_valid_mask
+
+  def recording(mask):
+    checked.append(bool(~rnn._has_fully_masked_sequence(mask) & rnn._is_sequence_right_padded(mask)))
+    return original(mask)
+
+  tf.keras.utils.set_random_seed(1)
+  model = nfb.build(nfb.BertFeatureTagger(_config(), 3, "last_hidden", lstm_units=4))
+  mask = np.array([[1] * 9 + [0] * 4, [1] * 5 + [0] * 8, [0] * 13], np.int32)  # the last row: padding
+  inputs = {"input_ids": tf.constant(7 * mask), "input_mask": tf.constant(mask),
+            "segment_ids": tf.zeros([3, T], tf.int32)}
+  with accelerator_checks.tracing_as_on_gpu(), mock.patch.object(rnn, "_assert_valid_mask", recording):
+    logits = model(inputs).numpy()
+  assert checked == [True] * 4  # 2 BiLSTMs x 2 directions
+  np.testing.assert_allclose(model({k: v[:2] for k, v in inputs.items()}).numpy(), logits[:2], atol=1e-6)
+
+
 def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(workdir, tmp_path):
   _, _, windows = _windows(workdir)
   info = nf.write_feature_file(windows, str(tmp_path / "w.tfrecord"))

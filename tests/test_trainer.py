@@ -2,6 +2,7 @@
 checkpoint selection, and the encoder hand-off in all its forms."""
 
 import os
+import types
 
 import keras
 import numpy as np
@@ -64,6 +65,57 @@ def test_mixed_precision_and_xla_train_like_float32(data, tmp_path, trained, dty
   if dtype == "mixed_float16":
     assert isinstance(run.optimizer, keras.optimizers.LossScaleOptimizer)
     assert int(optimization.inner_optimizer(run.optimizer).iterations) == 3  # skipped updates count too
+
+
+def _npz(path):
+  with np.load(path) as f:
+    return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["pretraining", "classifier", "squad", "ner", "swag", "ner_feature_based"])
+def test_xla_compiles_each_tasks_whole_step_and_trains_alike(task, task_runs):
+  # conftest.TASK_RUN_CASES: 3 steps XLA-compiled (accumulating 2 micro-batches, traced as on a GPU: the tagger's
+  # LSTMs would be cuDNN's there) against 3 without XLA, on static shapes as a TPU needs.
+  reference, run = task_runs[f"{task}:1"], task_runs[f"{task}:1:jit:acc2"]
+  assert reference["error"] is None and run["error"] is None, (reference["error"], run["error"])
+  assert (reference["xla"], run["xla"]) == (trainer.XLA_OFF, trainer.XLA_WHOLE_STEP)
+  assert reference["xla_ops"] == [] and "IteratorGetNext" not in run["xla_ops"]
+  # Forward and backward, the accumulation loop, clipping (the global norm) and the update, in one computation.
+  assert {"MatMul", "BiasAddGrad", "While", "L2Loss", "ResourceApplyAdam"} <= set(run["xla_ops"])
+  assert "CudnnRNNV3" not in run["xla_ops"]
+  assert run["losses"] == pytest.approx(reference["losses"], rel=1e-5)
+  # XLA fuses and reorders float32 arithmetic, and the 2 micro-batches sum in another order: weights within 1e-5
+  # (at most 6e-7 seen, and 2.9e-6 in the biases whose gradient is exactly 0: test_distribute.ZERO_GRADIENT).
+  for name, a, b in zip(run["weight_names"], _npz(run["weights"]), _npz(reference["weights"])):
+    np.testing.assert_allclose(a, b, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.slow
+def test_xla_compiles_the_loss_scale_and_compiles_only_the_gradients_across_cpu_devices(task_runs):
+  reference, run = task_runs["pretraining:1:mixed_float16"], task_runs["pretraining:1:jit:mixed_float16"]
+  assert reference["error"] is None and run["error"] is None, (reference["error"], run["error"])
+  assert run["xla"] == trainer.XLA_WHOLE_STEP and {"IsFinite", "ResourceApplyAdam"} <= set(run["xla_ops"])
+  assert run["losses"] == pytest.approx(reference["losses"], abs=1e-3)
+  # Two CPU replicas: TensorFlow would compile one computation around both, with merge calls it cannot compile.
+  reference, run = task_runs["classifier:1"], task_runs["classifier:2:hierarchical_copy:jit"]
+  assert run["error"] is None, run["error"]
+  assert run["xla"] == trainer.XLA_GRADIENTS and "BiasAddGrad" in run["xla_ops"]
+  assert "ResourceApplyAdam" not in run["xla_ops"]
+  assert run["losses"] == pytest.approx(reference["losses"], rel=1e-5)
+
+
+def test_xla_coverage_follows_the_strategy():
+  def replicas_on(*devices):  # what xla_coverage reads of a strategy: GPUs cannot be had here
+    return types.SimpleNamespace(num_replicas_in_sync=len(devices),
+                                 extended=types.SimpleNamespace(worker_devices=devices))
+
+  gpus = [f"/job:worker/replica:0/task:0/device:GPU:{i}" for i in range(2)]
+  assert trainer.xla_coverage(STRATEGY, jit_compile=False) == trainer.XLA_OFF
+  assert trainer.xla_coverage(STRATEGY, jit_compile=True) == trainer.XLA_WHOLE_STEP
+  assert trainer.xla_coverage(replicas_on(*gpus), jit_compile=True) == trainer.XLA_WHOLE_STEP
+  assert trainer.xla_coverage(replicas_on(*gpus), jit_compile=False) == trainer.XLA_OFF
+  assert trainer.xla_coverage(replicas_on("/device:CPU:0", "/device:CPU:1"), jit_compile=True) == trainer.XLA_GRADIENTS
 
 
 def test_trainer_config_names_the_flag_to_change(tmp_path):

@@ -227,12 +227,17 @@ class PositionEmbedding(keras.layers.Layer):
             "initializer_range": self.initializer_range}
 
 
+def in_xla_context() -> bool:
+  """Whether the code being traced is compiled by XLA (a jit_compile function, a TPU step)."""
+  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
+
+  return tf.inside_function() and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
 def unpadded_ok() -> bool:
   """Whether dropping padded rows (data-dependent shapes) is possible here: not under XLA (jit_compile, TPUs),
   which needs static shapes."""
-  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
-
-  return not (tf.inside_function() and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+  return not in_xla_context()
 
 
 def real_token_rows(input_mask):

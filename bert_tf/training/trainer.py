@@ -17,6 +17,12 @@ One optimizer step (`global_batch_size` examples):
     for each micro-batch: forward, loss(terms, global normalizers), backward; sum gradients and terms
   all-reduce the summed gradients and terms -> optimizer.apply (clip, update) on every replica alike
 
+With --jit_compile, XLA compiles the whole replica step above (forward, backward, accumulation, the all-reduces,
+clipping and the optimizer update) as one computation where TensorFlow allows it: one replica, or replicas that are
+all GPUs (TensorFlow then all-reduces with its collective ops inside the compiled step). Across several CPU
+devices it compiles the forward and backward passes with their accumulation only (`xla_coverage`). On a TPU,
+TPUStrategy compiles the whole step whatever the flag says.
+
 `steps_per_loop` such steps run inside one `tf.function` call, so the host is consulted once per loop. On one
 worker (not TPU) the loop also reads a stop variable every step, so a Ctrl-C or SIGTERM is honoured after the
 step in flight; and the host sizes loops from the measured step rate to last about `progress_seconds` (the first
@@ -114,7 +120,7 @@ class TrainerConfig:
   save_checkpoints_steps: int = 1000
   keep_checkpoint_max: int = 5
   log_steps: int = 100  # a progress line and summaries every this many steps (rounded to loop ends)
-  jit_compile: bool = False  # XLA-compile each replica's forward and backward pass
+  jit_compile: bool = False  # XLA-compile each replica's step (see `xla_coverage`)
   progress_seconds: float = 10.0  # a short progress line at least this often (one worker, not TPU)
 
   def validate(self, num_replicas: int) -> None:
@@ -151,6 +157,34 @@ class TrainResult:
     if not self.interrupted:
       return 0
     return 128 + (self.signal or 15)
+
+
+# What --jit_compile compiles (`xla_coverage`).
+XLA_OFF = "off"
+XLA_WHOLE_STEP = "the whole replica step"
+XLA_GRADIENTS = "forward and backward passes with their accumulation"
+XLA_TPU = "the whole replica step, by TPUStrategy"
+
+
+def xla_coverage(strategy: tf.distribute.Strategy, jit_compile: bool) -> str:
+  """What XLA compiles of a replica's step under `strategy`: one of the XLA_* values above.
+
+  The whole step where TensorFlow allows it: with one replica, or when every replica is a GPU (MirroredStrategy
+  and MultiWorkerMirroredStrategy then all-reduce with collective ops inside the compiled step, and Keras'
+  optimizers update each replica's variables without a merge_call). Across several CPU devices TensorFlow compiles
+  a `jit_compile` function given to `strategy.run` around all replicas at once, where the merge_calls of the
+  all-reduces and of the optimizer cannot be compiled: there the forward and backward passes (with gradient
+  accumulation) are compiled per replica, and the all-reduces, clipping and update run uncompiled. A TPU compiles
+  the whole step itself; a nested jit_compile adds nothing there.
+  """
+  if isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)):
+    return XLA_TPU
+  if not jit_compile:
+    return XLA_OFF
+  devices = getattr(strategy.extended, "worker_devices", None) or ()
+  if strategy.num_replicas_in_sync == 1 or (devices and all("GPU" in d.upper() for d in devices)):
+    return XLA_WHOLE_STEP
+  return XLA_GRADIENTS
 
 
 def _as_float32(x):
@@ -201,9 +235,14 @@ class Trainer:
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.iterator = iter(dataset)
     # The run's first lines say where and how it computes (distribute.get_strategy logged the devices).
+    self.xla = xla_coverage(strategy, config.jit_compile)
     logging.info("training on %d replica(s), %d worker(s); dtype policy %s; XLA %s", self.num_replicas,
                  self.num_workers, getattr(getattr(self.model, "dtype_policy", None), "name", "float32"),
-                 "on (--jit_compile)" if config.jit_compile else "off")
+                 self.xla if self.xla in (XLA_OFF, XLA_TPU) else f"(--jit_compile) compiles {self.xla}")
+    if self.xla == XLA_WHOLE_STEP and self.num_replicas > 1 and isinstance(
+        getattr(strategy.extended, "_cross_device_ops", None), tf.distribute.HierarchicalCopyAllReduce):
+      logging.warning("--all_reduce_alg=hierarchical_copy does not apply under --jit_compile on GPUs: TensorFlow "
+                      "all-reduces with its collective ops (NCCL) inside the compiled step")
     self.output_dir = fileio.absolute(config.output_dir)
     self.evaluator = None if evaluation is None else EvalTracker(evaluation, self.model, strategy,
                                                                  self.output_dir)
@@ -220,7 +259,12 @@ class Trainer:
     self._early_loop_end = self.num_workers == 1 and not isinstance(
         strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
     self._stop = tf.Variable(False, trainable=False, name="stop_requested")
-    self._grads_fn = tf.function(self._grads, jit_compile=True) if config.jit_compile else self._grads
+    # Without XLA both are the plain Python methods, traced into the loop's graph.
+    self._replica_step_fn, self._accumulate_fn = self._replica_step, self._accumulate
+    if self.xla == XLA_WHOLE_STEP:
+      self._replica_step_fn = tf.function(self._replica_step, jit_compile=True)
+    elif self.xla == XLA_GRADIENTS:
+      self._accumulate_fn = tf.function(self._accumulate, jit_compile=True)
     self._loop_fn = tf.function(self._loop)
     self._writer = None
     self.history: list[dict[str, float]] = []  # one entry per progress line: {"step": ..., metrics...}
@@ -240,25 +284,29 @@ class Trainer:
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, variables)]
     return grads, dict(terms, loss=loss)
 
+  def _accumulate(self, features, normalizers):
+    """A replica's batch [G/R, ...] as N micro-batches -> (their gradients and terms, each summed over them)."""
+    n = self.config.gradient_accumulation_steps
+    if n == 1:
+      return self._grads(features, normalizers)
+    # [G/R, ...] -> [N, G/(R N), ...]; micro-batch i is row i. One traced body, run N times.
+    micro = tf.nest.map_structure(lambda x: tf.reshape(x, tf.concat([[n, -1], tf.shape(x)[1:]], 0)), features)
+    grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
+    terms = {k: tf.constant(0.0) for k in self._term_names}
+    for i in tf.range(n):
+      batch = {k: v[i] for k, v in micro.items()}
+      g, t = self._grads(batch, normalizers)
+      grads = [a + b for a, b in zip(grads, g)]
+      terms = {k: terms[k] + t[k] for k in self._term_names}
+    return grads, terms
+
   def _replica_step(self, features):
     ctx = tf.distribute.get_replica_context()
-    n = self.config.gradient_accumulation_steps
     normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.normalizers(features).items()}
     normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers) if normalizers else {}
-    if n == 1:
-      grads, terms = self._grads_fn(features, normalizers)
-    else:
-      # [G/R, ...] -> [N, G/(R N), ...]; micro-batch i is row i. One traced body, run N times.
-      micro = tf.nest.map_structure(lambda x: tf.reshape(x, tf.concat([[n, -1], tf.shape(x)[1:]], 0)), features)
-      grads = [tf.zeros_like(v) for v in self.model.trainable_variables]
-      terms = {k: tf.constant(0.0) for k in self._term_names}
-      for i in tf.range(n):
-        batch = {k: v[i] for k, v in micro.items()}
-        g, t = self._grads_fn(batch, normalizers)
-        grads = [a + b for a, b in zip(grads, g)]
-        terms = {k: terms[k] + t[k] for k in self._term_names}
+    grads, terms = self._accumulate_fn(features, normalizers)
     grads, terms = ctx.all_reduce(tf.distribute.ReduceOp.SUM, (grads, terms))
-    self.optimizer.apply(grads, self.model.trainable_variables)
+    self.optimizer.apply(grads, self.model.trainable_variables)  # clips the summed gradients, then updates
     return dict(terms, **normalizers)
 
   def _split(self, batch):
@@ -280,7 +328,7 @@ class Trainer:
     With early loop ends on, stops before a step once a stop was requested (at least one step runs)."""
 
     def step():
-      sums = self.strategy.run(self._replica_step, args=(self._split(next(iterator)),))
+      sums = self.strategy.run(self._replica_step_fn, args=(self._split(next(iterator)),))
       return {k: self.strategy.experimental_local_results(v)[0] for k, v in sums.items()}
 
     sums = {k: tf.constant(0.0) for k in self._sum_names}

@@ -36,7 +36,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
-from bert_tf.model.layers import Dropout16, truncated_normal
+from bert_tf.model.layers import Dropout16, in_xla_context, truncated_normal
 from bert_tf.tasks.features import choice as feature_choice
 from bert_tf.tasks.ner import model as nf
 from bert_tf.tasks.classification.classifier import feature_file_key, read_description
@@ -106,6 +106,14 @@ class BertFeatureTagger(BertConfigModel, keras.Model):
     outputs = self.encoder_outputs(inputs)
     x = self.features(outputs)  # [B, T, H']
     mask = tf.cast(inputs["input_mask"][:, :tf.shape(x)[1]], tf.bool)  # [B, T]
+    # On a GPU Keras runs the LSTMs as cuDNN's kernel, which refuses a fully masked row: the rows of padding that
+    # fill evaluation batches (pad_to_batch) keep their first position. A real window always has it ([CLS]), so
+    # nothing changes for them; a padding row's outputs are dropped.
+    mask = tf.logical_or(mask, tf.range(tf.shape(mask)[1]) < 1)
+    # cuDNN's LSTM kernel has no XLA form: in an XLA-compiled step (--jit_compile, TPUs) the LSTMs run as Keras'
+    # own loop, which XLA compiles. Decided as each step is traced.
+    for lstm in (self.lstm_1, self.lstm_2):
+      lstm.forward_layer.use_cudnn = lstm.backward_layer.use_cudnn = "auto" if not in_xla_context() else False
     x = self.lstm_1(x, mask=mask, training=training)  # [B, T, 2u]
     x = self.lstm_2(x, mask=mask, training=training)  # [B, T, 2u]
     # A new tensor without the Keras mask the LSTM attached (Dropout16 would warn that it drops it): the loss
@@ -241,8 +249,11 @@ LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384)
 
 
 def layer_dataset(info: LayerFile, batch_size: int, is_training: bool, input_context=None, seed: int = 12345,
-                  pad_to_batch: bool = False, shuffle_buffer: int = 4096) -> tf.data.Dataset:
-  """Batches of a layer file, each padded to its longest window.
+                  pad_to_batch: bool = False, shuffle_buffer: int = 4096, length_multiple: int = 1,
+                  static_length: bool = False) -> tf.data.Dataset:
+  """Batches of a layer file, each padded to its longest window, rounded up to a multiple of `length_multiple`
+  (at most the file's max_seq_length; under XLA each length is a compilation); with `static_length` (TPUs, which
+  need static shapes) every batch is padded to max_seq_length.
 
   Training shards by `input_context`, shuffles (seeded; `shuffle_buffer` windows of serialized layers, about
   (L + 1) H 4 bytes a token each, are held in memory and in the trainer's checkpoints of the input) and repeats,
@@ -283,6 +294,19 @@ def layer_dataset(info: LayerFile, batch_size: int, is_training: bool, input_con
       return {k: tf.pad(v, [[0, n]] + [[0, 0]] * (v.shape.rank - 1)) for k, v in batch.items()}
 
     d = d.map(pad)
+  if static_length or length_multiple > 1:
+    def pad_length(batch):
+      length = tf.shape(batch["input_mask"])[1]
+      target = info.max_seq_length if static_length else tf.minimum(
+          (length + length_multiple - 1) // length_multiple * length_multiple, info.max_seq_length)
+      padded = {k: tf.pad(v, [[0, 0], [0, target - length]] + [[0, 0]] * (v.shape.rank - 2)) if v.shape.rank >= 2
+                else v for k, v in batch.items()}
+      if static_length:
+        padded = {k: tf.ensure_shape(v, v.shape[:1] + [info.max_seq_length] + v.shape[2:]) if v.shape.rank >= 2
+                  else v for k, v in padded.items()}
+      return padded
+
+    d = d.map(pad_length)
   return d.prefetch(tf.data.AUTOTUNE)
 
 
@@ -310,7 +334,8 @@ class NerFeatureTask(nf.NerTask):
   def build_dataset(self, batch_size, input_context):
     if self.layers is None:
       return super().build_dataset(batch_size, input_context)
-    return layer_dataset(self.layers, batch_size, is_training=True, input_context=input_context, seed=self.seed)
+    return layer_dataset(self.layers, batch_size, is_training=True, input_context=input_context, seed=self.seed,
+                         length_multiple=self.length_multiple, static_length=not self.dynamic_padding)
 
   def input_error(self, error):
     return super().input_error(error) if self.layers is None else f"{self.layers.path}: {error}"
