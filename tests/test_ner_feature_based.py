@@ -207,6 +207,22 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
     mine = [lengths[int(i)] for i in batch["unique_ids"].numpy()]
     assert len(mine) == 2 and len({n < 9 for n in mine}) == 1, mine
     assert batch[nfb.LAYERS_KEY].shape[1] == max(mine)
+  # Under --jit_compile lengths round up to a multiple of 8 (at most T); without dynamic padding (TPUs) every batch
+  # has T positions, in its static shape too; the windows' own positions are unchanged.
+  for multiple, static in ((8, False), (1, True)):
+    dataset = nfb.layer_dataset(layers, 2, is_training=True, seed=4, length_multiple=multiple, static_length=static)
+    if static:
+      assert dataset.element_spec[nfb.LAYERS_KEY].shape.as_list() == [2, T, L + 1, 14]
+    for batch, plain in zip(dataset.take(6), nfb.layer_dataset(layers, 2, is_training=True, seed=4).take(6)):
+      longest = max(lengths[int(i)] for i in batch["unique_ids"].numpy())
+      expected = T if static else (8 if longest <= 8 else T)  # 16 > T = 13
+      assert {k: v.shape[1] for k, v in batch.items() if v.shape.rank >= 2} == dict.fromkeys(
+          ["input_mask", "label_ids", "label_mask", nfb.LAYERS_KEY], expected)
+      n = plain["input_mask"].shape[1]
+      for key in plain:
+        np.testing.assert_array_equal(batch[key].numpy()[:, :n] if plain[key].shape.rank >= 2 else batch[key].numpy(),
+                                      plain[key].numpy())
+      assert not batch["input_mask"].numpy()[:, n:].any()
 
   assert nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3) == (layers, True)
   twin = BertEncoder(_config(), name="encoder")  # same weights under another name: the same layers

@@ -301,9 +301,10 @@ def layer_dataset(info: LayerFile, batch_size: int, is_training: bool, input_con
           (length + length_multiple - 1) // length_multiple * length_multiple, info.max_seq_length)
       padded = {k: tf.pad(v, [[0, 0], [0, target - length]] + [[0, 0]] * (v.shape.rank - 2)) if v.shape.rank >= 2
                 else v for k, v in batch.items()}
-      if static_length:
-        padded = {k: tf.ensure_shape(v, v.shape[:1] + [info.max_seq_length] + v.shape[2:]) if v.shape.rank >= 2
-                  else v for k, v in padded.items()}
+      if static_length:  # full batches (training, pad_to_batch) say so in their static shape too
+        rows = batch_size if is_training or pad_to_batch else None
+        padded = {k: tf.ensure_shape(v, [rows] + ([info.max_seq_length] if v.shape.rank >= 2 else []) + v.shape[2:])
+                  for k, v in padded.items()}
       return padded
 
     d = d.map(pad_length)
