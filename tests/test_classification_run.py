@@ -62,14 +62,14 @@ def write_stsb(directory, sizes=(19, 9, 5), seed=1):
 def pretrained(tmp_path_factory):
   """A tiny random encoder in the pretraining hand-off layout, and its vocabulary."""
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   directory = tmp_path_factory.mktemp("pretrained")
   vocab = directory / "vocab.txt"
   vocab.write_text("\n".join(TOKENS) + "\n")
   config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
                                   intermediate_size=37, num_hidden_layers=1, max_position_embeddings=40)
-  handoff.export_encoder(BertEncoder(config), config, str(directory))
+  checkpoints.export_encoder(BertEncoder(config), config, str(directory))
   return str(directory), str(vocab), config
 
 
@@ -187,6 +187,10 @@ def test_flags_are_checked_before_any_work(tmp_path, pretrained):
     c.validate()
   with pytest.raises(ValueError, match="select on dev"):
     _config(tmp_path, pretrained, data, do_train=True, learning_rates=(1e-3, 2e-3)).validate()
+  # One value in --learning_rates is the selection protocol over that one rate, not a flag silently dropped.
+  with pytest.raises(ValueError, match="select on dev"):
+    _config(tmp_path, pretrained, data, do_train=True, learning_rates=(2e-3,)).validate()
+  assert _config(tmp_path, pretrained, data, learning_rates=(2e-3,)).searching
   with pytest.raises(ValueError, match="classifier"):
     gf.run_classifier(_config(tmp_path, pretrained, data, do_eval=True), say=lambda line: None)
   with pytest.raises(ValueError, match="--warmup_proportion"):

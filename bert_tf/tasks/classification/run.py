@@ -108,7 +108,8 @@ class ClassifierConfig(finetuning.TaskRunConfig):
 
   @property
   def searching(self) -> bool:
-    return len(self.learning_rates) > 1 or self.num_restarts > 1
+    # --learning_rates with one value is still the selection protocol (its run under runs/), never ignored.
+    return bool(self.learning_rates) or self.num_restarts > 1
 
 
 def _is_classifier_dir(path: str | None) -> bool:
