@@ -1,5 +1,6 @@
 """The console commands `pip install` puts on PATH: `bert-tf-run-classifier` runs scripts/run_classifier.py, and so
-on for every script, with the same flags and behaviour as `python scripts/<name>.py`.
+on for every script, with the same flags and behaviour as `python scripts/<name>.py`. The task scripts are the
+registered tasks' (bert_tf/registry.py); pyproject.toml lists the same commands (tests/test_packaging.py).
 
 Installed (`pip install .`, or from git), the scripts travel as the package `bert_tf_scripts` (pyproject.toml maps
 it to scripts/); from a checkout (editable install, or PYTHONPATH) they are read from scripts/ beside bert_tf/. Either way the
@@ -13,10 +14,13 @@ import os
 import runpy
 import sys
 
-# Every file of scripts/; the command of each is "bert-tf-" + its name with dashes (`command_name`).
-SCRIPTS = ("convert_checkpoint", "create_pretraining_data", "export_classifier", "export_ner", "export_squad",
-           "export_swag", "extract_features", "inspect_tfrecords", "learn_vocab", "main_job", "predict",
-           "run_classifier", "run_ner", "run_pretraining", "run_squad", "run_swag")
+from bert_tf import registry
+
+# The files of scripts/ that belong to no fine-tuning task; each registered task adds its own (run_<task>,
+# export_<task>: bert_tf/registry.py). The command of each is "bert-tf-" + its name with dashes (`command_name`).
+GENERAL_SCRIPTS = ("convert_checkpoint", "create_pretraining_data", "extract_features", "inspect_tfrecords", "learn_vocab",
+                   "main_job", "predict", "run_pretraining")
+SCRIPTS = tuple(sorted(GENERAL_SCRIPTS + tuple(s for task in registry.tasks() for s in task.scripts())))
 SCRIPTS_PACKAGE = "bert_tf_scripts"
 
 

@@ -7,3 +7,25 @@
   serving.py     the raw-text SavedModel (through bert_tf.export's shared path)
   run.py         what scripts/run_classifier.py runs
 """
+
+from __future__ import annotations
+
+from bert_tf import registry
+
+
+@registry.register_task
+class Classifier(registry.Task):
+  """scripts/run_classifier.py and export_classifier.py (TensorFlow is imported only by `export`)."""
+
+  name = "classifier"
+  model_dir = "classifier"
+  settings_name = "classifier.json"
+  description = "classifier"
+  hf_class = "BertForSequenceClassification"
+  served_name = None  # the task's name in lower case (a GLUE task's, or your files' --task_name)
+
+  @classmethod
+  def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
+    from bert_tf.tasks.classification import serving
+
+    return serving.export_from_directory(model_dir, export_dir, model_name, version)

@@ -1,0 +1,93 @@
+"""The fine-tuning tasks, registered by decorator (as the TF Model Garden's `task_factory.register_task_cls`).
+
+Everything that lists the tasks reads this registry: the scripts (`scripts/run_<name>.py` and
+`scripts/export_<name>.py` per task, `scripts/export.py` for any task's folder), the console commands
+(bert_tf/console.py; pyproject.toml's entry points, which cannot run Python, are checked against them by
+tests/test_packaging.py) and the tests. A task package registers its task in its `__init__.py`:
+
+  from bert_tf import registry
+
+  @registry.register_task
+  class Squad(registry.Task):
+    name = "squad"                       # scripts/run_squad.py, scripts/export_squad.py, bert-tf-run-squad
+    model_dir = "squad_model"            # the fine-tuned model's folder under --output_dir
+    settings_name = "squad.json"         # its settings file, which says whose folder it is
+    ...
+
+That `__init__.py` must not import TensorFlow (a script's `--help` and flag errors come before TensorFlow loads):
+what needs it is imported inside the methods. `tasks()` imports every package of bert_tf.tasks, so that each
+registers itself; a task defined elsewhere registers when its module is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, Mapping
+
+_TASKS: dict[str, type[Task]] = {}
+
+
+class Task:
+  """What the scripts and commands know of a fine-tuning task (class attributes; subclass and register)."""
+
+  name: str  # scripts/run_<name>.py and scripts/export_<name>.py; the commands bert-tf-run-<name>, ...
+  model_dir: str  # the fine-tuned model's folder under a run's --output_dir (classifier, squad_model, ...)
+  settings_name: str  # the settings file in that folder, which says the folder's task (classifier.json, ...)
+  description: str  # what that folder holds, in a sentence: "classifier", "SQuAD model", ...
+  hf_class: str  # transformers' class of the same model (hf:<id> of one exports as this task)
+  served_name: str | None  # the exported model's default name (None: the task says, e.g. a GLUE task's name)
+
+  @classmethod
+  def scripts(cls) -> tuple[str, ...]:
+    """The files of scripts/ that are this task's (each a console command)."""
+    return (f"run_{cls.name}", f"export_{cls.name}")
+
+  @classmethod
+  def define_export_flags(cls, flags) -> None:
+    """Defines the task's own flags of its export (SQuAD's answer search) with `flags`' DEFINE_* functions; the
+    task's flags of scripts/export.py too, so their names must not be another task's."""
+
+  @classmethod
+  def export(cls, model_dir: str, export_dir: str, model_name: str | None, version: int | None,
+             flag_values: Mapping[str, Any], flag: str) -> str:
+    """Exports the task's model folder (or a Hugging Face model of `hf_class`: a folder or hf:<id>) to
+    <export_dir>/<model_name>/<version>/ for TensorFlow Serving; returns that path. `model_name` None: the
+    task's default; `flag_values`: the values of `define_export_flags`' flags; `flag` names `model_dir`'s flag
+    in messages."""
+    raise NotImplementedError(cls.name)
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+  """Class decorator: registers a `Task` subclass under its `name` (a second task of the same name is refused)."""
+  for attribute in ("name", "model_dir", "settings_name", "description", "hf_class", "served_name"):
+    if not hasattr(cls, attribute):
+      raise TypeError(f"{cls.__qualname__}: a registered task sets {attribute}")
+  if cls.name in _TASKS and _TASKS[cls.name] is not cls:
+    raise ValueError(f"{cls.__qualname__}: a task named {cls.name!r} is registered already "
+                     f"({_TASKS[cls.name].__module__}.{_TASKS[cls.name].__qualname__})")
+  _TASKS[cls.name] = cls
+  return cls
+
+
+def _import_task_packages() -> None:
+  """Imports each package of bert_tf.tasks (its __init__.py, which registers its task)."""
+  from bert_tf import tasks as package
+
+  for module in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+    if module.ispkg:
+      importlib.import_module(module.name)
+
+
+def tasks() -> tuple[type[Task], ...]:
+  """Every registered task, by name."""
+  _import_task_packages()
+  return tuple(_TASKS[name] for name in sorted(_TASKS))
+
+
+def get(name: str) -> type[Task]:
+  """The task registered as `name`; a ValueError naming the registered ones for another."""
+  found = {task.name: task for task in tasks()}
+  if name not in found:
+    raise ValueError(f"no task {name!r}; the tasks are {', '.join(found)}")
+  return found[name]

@@ -1,0 +1,69 @@
+"""bert_tf/registry.py: the tasks register themselves by decorator; what lists tasks reads it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import registry
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_task_packages_register_themselves_without_tensorflow():
+  """The scripts read the registry before parsing flags: finding the tasks must not load TensorFlow."""
+  code = ("import sys; from bert_tf import registry; "
+          "print(' '.join(t.name for t in registry.tasks()), 'tensorflow' in sys.modules)")
+  shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": REPO})
+  assert shown.stdout.split() == ["classifier", "ner", "squad", "swag", "False"], shown.stderr[-2000:]
+
+
+def test_the_tasks_folders_are_those_their_packages_and_the_converter_know():
+  from bert_tf.model import convert_tasks
+  from bert_tf.tasks.classification import classifier
+  from bert_tf.tasks.ner import folder as ner_folder
+  from bert_tf.tasks.squad import folder as squad_folder
+  from bert_tf.tasks.swag import folder as swag_folder
+
+  tasks = {task.name: task for task in registry.tasks()}
+  assert (tasks["classifier"].model_dir, tasks["classifier"].settings_name) == ("classifier", classifier.SPEC_NAME)
+  for name, folder in (("ner", ner_folder), ("squad", squad_folder), ("swag", swag_folder)):
+    assert (tasks[name].model_dir, tasks[name].settings_name) == (folder.MODEL_DIR, folder.SETTINGS_NAME), name
+  assert {(k.settings_name, k.model_dir, k.script, k.architecture) for k in convert_tasks.TASK_KINDS} == \
+      {(t.settings_name, t.model_dir, f"run_{t.name}.py", t.hf_class) for t in tasks.values()}
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+  """The registry's table, restored after the test (a test's toy tasks do not stay registered)."""
+  monkeypatch.setattr(registry, "_TASKS", dict(registry._TASKS))  # pylint: disable=protected-access
+
+
+def _toy(name="toy_task", **attributes):
+  values = dict(name=name, model_dir="toy_model", settings_name="toy.json", description="toy model",
+                hf_class="BertForToys", served_name="toy")
+  values.update(attributes)
+  return type("Toy", (registry.Task,), values)
+
+
+def test_a_registered_task_is_found_with_its_scripts(scratch):
+  toy = registry.register_task(_toy())
+  assert registry.get("toy_task") is toy and toy in registry.tasks()
+  assert toy.scripts() == ("run_toy_task", "export_toy_task")
+  assert registry.register_task(toy) is toy  # the same class again (a module imported twice): no change
+
+
+def test_a_second_task_of_a_name_and_a_task_missing_an_attribute_are_refused(scratch):
+  registry.register_task(_toy())
+  with pytest.raises(ValueError, match="a task named 'toy_task' is registered already"):
+    registry.register_task(_toy())
+  incomplete = _toy(name="other_toy")
+  del incomplete.hf_class
+  with pytest.raises(TypeError, match="Toy: a registered task sets hf_class"):
+    registry.register_task(incomplete)
+  with pytest.raises(ValueError, match="no task 'other_toy'; the tasks are classifier, ner, squad, swag, toy_task"):
+    registry.get("other_toy")
