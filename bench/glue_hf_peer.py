@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -51,6 +50,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_peer  # noqa: E402
+from hf_peer import BIAS_CORRECTION_NOTE, decays, google_lr_factor, write_json_atomic  # noqa: E402,F401
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,6 @@ TASKS = {
     "RTE": TaskSpec(text_a_column=1, text_b_column=2, label_column=3, num_columns=4,
                     labels=("entailment", "not_entailment"), f1=False),
 }
-
-BIAS_CORRECTION_NOTE = (
-    "torch.optim.AdamW applies Adam's bias correction (m / (1 - beta1^t), v / (1 - beta2^t)); "
-    "google-research's AdamWeightDecay, which our side implements, has none. With warmup the early updates "
-    "differ in size; this is an unavoidable difference of the peer.")
 
 
 @dataclass
@@ -120,34 +118,17 @@ def tokenize(tokenizer, texts_a: list[str], texts_b: list[str], labels: list[int
   return Examples(encoded["input_ids"], encoded["token_type_ids"], np.asarray(labels, dtype=np.int64))
 
 
-def collate(examples: Examples, indices: Sequence[int], pad_id: int) -> dict:
+def collate(examples: Examples, indices: Sequence[int], pad_id: int, with_labels: bool = True) -> dict:
   """One batch as torch tensors, padded to its longest sequence."""
   import torch
 
-  length = max(len(examples.input_ids[i]) for i in indices)
-  input_ids = np.full((len(indices), length), pad_id, dtype=np.int64)
-  token_type_ids = np.zeros((len(indices), length), dtype=np.int64)
-  attention_mask = np.zeros((len(indices), length), dtype=np.int64)
-  for row, i in enumerate(indices):
-    n = len(examples.input_ids[i])
-    input_ids[row, :n] = examples.input_ids[i]
-    token_type_ids[row, :n] = examples.token_type_ids[i]
-    attention_mask[row, :n] = 1
-  return {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
-          "attention_mask": torch.from_numpy(attention_mask),
-          "labels": torch.from_numpy(examples.labels[np.asarray(indices)])}
-
-
-def google_lr_factor(step: int, total_steps: int, warmup_steps: int) -> float:
-  """google-research's warmup + linear decay, as a multiplier of the peak rate; `step` = updates done."""
-  if warmup_steps and step < warmup_steps:
-    return step / warmup_steps
-  return max(0.0, 1.0 - step / total_steps)
-
-
-def decays(name: str) -> bool:
-  """google-research's rule: no weight decay for biases and LayerNorm parameters."""
-  return not any(part in name for part in ("bias", "LayerNorm", "layer_norm"))
+  input_ids, token_type_ids, attention_mask = hf_peer.pad(
+      [examples.input_ids[i] for i in indices], pad_id, [examples.token_type_ids[i] for i in indices])
+  batch = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
+           "attention_mask": torch.from_numpy(attention_mask)}
+  if with_labels:
+    batch["labels"] = torch.from_numpy(examples.labels[np.asarray(indices)])
+  return batch
 
 
 def classification_metrics(predictions: np.ndarray, labels: np.ndarray, f1: bool) -> dict[str, float]:
@@ -166,60 +147,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--task_name", required=True, choices=sorted(TASKS))
   parser.add_argument("--data_dir", required=True, help="Folder with the task's train.tsv and dev.tsv.")
-  parser.add_argument("--model_dir", required=True,
-                      help="Hugging Face BERT folder: config.json, model.safetensors, vocab.txt.")
-  parser.add_argument("--output_dir", required=True, help="Where results.json is written.")
+  hf_peer.add_model_flags(parser, "results.json is written")
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=32)
   parser.add_argument("--eval_batch_size", type=int, default=8, help="google-research's default.")
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--weight_decay", type=float, default=0.01)
-  parser.add_argument("--adam_epsilon", type=float, default=1e-6)
-  parser.add_argument("--max_grad_norm", type=float, default=1.0)
-  parser.add_argument("--seed", type=int, default=42)
-  parser.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads.")
+  hf_peer.add_optimizer_flags(parser, learning_rate=5e-5)
   parser.add_argument("--max_train_examples", type=int, default=0,
                       help="Keep the first N training examples (file order); 0 = all.")
-  parser.add_argument("--log_every", type=int, default=20, help="Print the loss every N steps.")
+  hf_peer.add_run_flags(parser, seed_help=None, log_every=20)
   # Matched runs (bench/glue_matched.py): the other implementation's batches and classifier start, no dropout.
-  parser.add_argument("--order_file", default=None,
-                      help="JSON list of batches (lists of train.tsv example indices, header excluded), one "
-                           "per optimizer step; replaces the seeded shuffle, and its length is the step count.")
-  parser.add_argument("--head_init", default=None,
-                      help=".npz with the classifier's kernel [hidden, classes] and bias [classes].")
-  parser.add_argument("--dropout", type=float, default=None,
-                      help="Overrides the config's hidden and attention dropout (0 for matched runs).")
+  hf_peer.add_matched_flags(
+      parser, order_help="JSON list of batches (lists of train.tsv example indices, header excluded), one per "
+                         "optimizer step; replaces the seeded shuffle, and its length is the step count.",
+      head_help=".npz with the classifier's kernel [hidden, classes] and bias [classes].")
   args = parser.parse_args(argv)
   if args.max_train_examples < 0:
     parser.error("--max_train_examples must be >= 0")
-  if args.dropout is not None and not 0 <= args.dropout < 1:
-    parser.error("--dropout must be in [0, 1)")
-  if args.num_train_epochs <= 0 or args.train_batch_size <= 0 or args.eval_batch_size <= 0:
-    parser.error("--num_train_epochs, --train_batch_size and --eval_batch_size must be positive")
+  hf_peer.check_flags(parser, args, "eval_batch_size")
   return args
-
-
-def write_json_atomic(path: str, value: dict) -> None:
-  temp = f"{path}.tmp-{os.getpid()}"
-  with open(temp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2, sort_keys=False)
-    f.write("\n")
-  os.replace(temp, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   spec = TASKS[args.task_name]
-  os.environ.setdefault("OMP_NUM_THREADS", str(args.num_threads))
-
-  import torch
-  import transformers
-
-  torch.set_num_threads(args.num_threads)
-  transformers.logging.set_verbosity_error()  # The "newly initialized" warning is recorded below instead.
-  transformers.logging.disable_progress_bar()
+  torch, transformers = hf_peer.start_torch(args.num_threads)
 
   vocab_file = os.path.join(args.model_dir, "vocab.txt")
   tokenizer = transformers.BertTokenizerFast(vocab_file, do_lower_case=True)
@@ -233,40 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(f"{args.task_name}: {len(train)} train / {len(dev)} dev examples; longest train sequence "
         f"{max(map(len, train.input_ids))} tokens", flush=True)
 
-  transformers.set_seed(args.seed)
-  overrides = {} if args.dropout is None else {"hidden_dropout_prob": args.dropout,
-                                                "attention_probs_dropout_prob": args.dropout}
-  model, loading = transformers.BertForSequenceClassification.from_pretrained(
-      args.model_dir, num_labels=len(spec.labels), dtype=torch.float32, output_loading_info=True, **overrides)
-  if args.head_init:
-    with np.load(args.head_init) as head:
-      with torch.no_grad():
-        model.classifier.weight.copy_(torch.from_numpy(head["kernel"].T.copy()))  # torch keeps [out, in]
-        model.classifier.bias.copy_(torch.from_numpy(head["bias"]))
-  order = None
-  if args.order_file:
-    with open(args.order_file, encoding="utf-8") as f:
-      order = [[int(i) for i in batch] for batch in json.load(f)]
-    if not order or any(not batch or min(batch) < 0 or max(batch) >= len(train) for batch in order):
-      raise ValueError(f"{args.order_file}: needs non-empty batches of indices in [0, {len(train)})")
-  newly_initialized = sorted(loading.get("missing_keys", []))
-  print(f"newly initialised: {', '.join(newly_initialized) or 'nothing'}; unexpected keys: "
-        f"{', '.join(sorted(loading.get('unexpected_keys', []))) or 'none'}", flush=True)
-
-  named = list(model.named_parameters())
-  groups = [{"params": [p for n, p in named if decays(n)], "weight_decay": args.weight_decay},
-            {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(0.9, 0.999), eps=args.adam_epsilon)
+  order = hf_peer.read_order(args.order_file, len(train)) if args.order_file else None
+  model, loading, newly_initialized = hf_peer.load_model(
+      transformers.BertForSequenceClassification, args, head="classifier", show_unexpected=True,
+      num_labels=len(spec.labels))
   steps_per_epoch = math.ceil(len(train) / args.train_batch_size)
   total_steps = len(order) if order else max(1, int(steps_per_epoch * args.num_train_epochs))
   warmup_steps = int(total_steps * args.warmup_proportion)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(
-      optimizer, lambda step: google_lr_factor(step, total_steps, warmup_steps))
+  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
   shuffler = np.random.RandomState(args.seed)
-  model.train()
-  step, processed, window_loss, window_steps, last_loss = 0, 0, 0.0, 0, float("nan")
-  step_losses = []
 
   def batches():
     if order:
@@ -277,42 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
       for begin in range(0, len(train), args.train_batch_size):
         yield permutation[begin:begin + args.train_batch_size]
 
-  cpu_start, start = time.process_time(), time.perf_counter()
-  for indices in batches():
-    if step >= total_steps:
-      break
-    batch = collate(train, indices, pad_id)
-    loss = model(**batch).loss
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    step_lr = optimizer.param_groups[0]["lr"]  # The rate of this update.
-    optimizer.step()
-    scheduler.step()
-    step += 1
-    processed += len(indices)
-    last_loss = loss.item()
-    step_losses.append(last_loss)
-    window_loss += last_loss
-    window_steps += 1
-    if step % args.log_every == 0 or step == total_steps:
-      print(f"step {step}/{total_steps}  loss {window_loss / window_steps:.4f}  "
-            f"lr {step_lr:.3g}  {processed / (time.perf_counter() - start):.1f} "
-            "examples/s", flush=True)
-      window_loss, window_steps = 0.0, 0
-  train_seconds = time.perf_counter() - start
-  train_cpu_seconds = time.process_time() - cpu_start
+  trained = hf_peer.train(model, optimizer, scheduler, batches(), lambda i: model(**collate(train, i, pad_id)).loss,
+                          total_steps, args.max_grad_norm, args.log_every, "examples", show_lr=True)
+  step, processed, step_losses = trained["steps"], trained["processed"], trained["step_losses"]
+  train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 
-  model.eval()
-  logits = []
   start = time.perf_counter()
-  with torch.no_grad():
-    for begin in range(0, len(dev), args.eval_batch_size):
-      batch = collate(dev, range(begin, min(begin + args.eval_batch_size, len(dev))), pad_id)
-      batch.pop("labels")
-      logits.append(model(**batch).logits.double().numpy())
+  logits = hf_peer.predict_logits(model, len(dev), args.eval_batch_size,
+                                  lambda indices: collate(dev, indices, pad_id, with_labels=False))
   eval_seconds = time.perf_counter() - start
-  logits = np.concatenate(logits)
   log_probs = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
   metrics = classification_metrics(np.argmax(logits, axis=1), dev.labels, spec.f1)
   metrics["eval_loss"] = float(-np.mean(log_probs[np.arange(len(dev)), dev.labels]))
@@ -332,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "train_cpu_seconds": train_cpu_seconds,
       "eval_seconds": eval_seconds,
       "eval_examples_per_second": len(dev) / eval_seconds,
-      "final_train_loss": last_loss,
+      "final_train_loss": step_losses[-1],
       "hyperparameters": {
           "max_seq_length": args.max_seq_length, "train_batch_size": args.train_batch_size,
           "eval_batch_size": args.eval_batch_size, "learning_rate": args.learning_rate,
@@ -348,9 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "max_train_examples": args.max_train_examples,
       },
       "seed": args.seed,
-      "threads": {"torch_intra_op": torch.get_num_threads(),
-                  "torch_inter_op": torch.get_num_interop_threads(),
-                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "requested": args.num_threads},
+      "threads": hf_peer.threads(torch, args.num_threads),
       "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
                 "unexpected_keys": sorted(loading.get("unexpected_keys", [])),
                 "attn_implementation": model.config._attn_implementation,

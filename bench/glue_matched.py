@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +33,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import glue_hf_peer  # noqa: E402
+import hf_peer  # noqa: E402
+from hf_peer import make_order  # noqa: E402,F401
+
 PEER_SCRIPT = os.path.join(ROOT, "bench", "glue_hf_peer.py")
 
 
@@ -59,30 +63,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   return parser.parse_args(argv)
 
 
-def make_order(num_examples: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
-  """`steps` full batches: a fresh permutation each epoch, batches running on across epoch ends (as our
-  shuffle().repeat().batch() pipeline does)."""
-  shuffler = np.random.RandomState(seed)
-  stream: list[int] = []
-  while len(stream) < steps * batch_size:
-    stream.extend(int(i) for i in shuffler.permutation(num_examples))
-  return [stream[s * batch_size:(s + 1) * batch_size] for s in range(steps)]
-
-
 def run_peer(args, order_file: str, head_file: str, peer_dir: str) -> dict:
-  env = dict(os.environ, OMP_NUM_THREADS=str(args.num_threads), PYTHONUNBUFFERED="1")
-  command = [sys.executable, PEER_SCRIPT, f"--task_name={args.task_name}",
-             f"--data_dir={os.path.join(args.glue_dir, args.task_name)}", f"--model_dir={args.model_dir}",
-             f"--output_dir={peer_dir}", f"--learning_rate={args.learning_rate}",
-             f"--train_batch_size={args.train_batch_size}", f"--warmup_proportion={args.warmup_proportion}",
-             f"--max_seq_length={args.max_seq_length}", f"--seed={args.seed}", f"--num_threads={args.num_threads}",
-             f"--order_file={order_file}", f"--head_init={head_file}", "--dropout=0"]
+  """The peer's results (a run of glue_hf_peer.py on our batches and head start; with --skip_peer, the last)."""
+  flags = [f"--task_name={args.task_name}",
+           f"--data_dir={os.path.join(args.glue_dir, args.task_name)}", f"--model_dir={args.model_dir}",
+           f"--output_dir={peer_dir}", f"--learning_rate={args.learning_rate}",
+           f"--train_batch_size={args.train_batch_size}", f"--warmup_proportion={args.warmup_proportion}",
+           f"--max_seq_length={args.max_seq_length}", f"--seed={args.seed}", f"--num_threads={args.num_threads}",
+           f"--order_file={order_file}", f"--head_init={head_file}", "--dropout=0"]
   if args.max_train_examples:
-    command.append(f"--max_train_examples={args.max_train_examples}")
-  print("peer:", " ".join(command), flush=True)
-  subprocess.run(command, env=env, check=True)
-  with open(os.path.join(peer_dir, "results.json"), encoding="utf-8") as f:
-    return json.load(f)
+    flags.append(f"--max_train_examples={args.max_train_examples}")
+  return hf_peer.peer_results(PEER_SCRIPT, flags, peer_dir, args.num_threads, args.skip_peer)
 
 
 def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dict:
@@ -96,6 +87,7 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
   from bert_tf.tasks.classification import classifier as classification
   from bert_tf.tasks.classification import glue
   from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.common.features import trim_padding
   from bert_tf.training import finetuning
 
   task = glue.get_task(args.task_name)
@@ -126,16 +118,11 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
 
   class MatchedTask(classification.ClassificationTask):
     def build_model(self):
-      model = super().build_model()
-      model({k: tf.zeros([1, 8], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")})
-      with np.load(head_file) as head:
-        model.classifier.set_weights([head["kernel"], head["bias"]])
-      return model
+      return hf_peer.load_matched_head(super().build_model(), "classifier", head_file)
 
     def build_dataset(self, batch_size, input_context):
       def gather(indices):  # then the same trim as run_classifier.py's (no XLA: length multiple 1)
-        return classification.trim_padding({k: tf.gather(v, indices) for k, v in features.items()},
-                                           args.max_seq_length)
+        return trim_padding({k: tf.gather(v, indices) for k, v in features.items()}, args.max_seq_length)
 
       return tf.data.Dataset.from_tensor_slices(batches).map(gather)
 
@@ -160,9 +147,6 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   os.makedirs(args.work_dir, exist_ok=True)
-  sys.path.insert(0, os.path.join(ROOT, "bench"))
-  import glue_hf_peer
-
   spec = glue_hf_peer.TASKS[args.task_name]
   train_texts = glue_hf_peer.read_tsv(os.path.join(args.glue_dir, args.task_name, "train.tsv"), spec)
   num_examples = len(train_texts[0])
@@ -171,21 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   steps = max(1, int(num_examples / args.train_batch_size * args.num_train_epochs))
   order = make_order(num_examples, args.train_batch_size, steps, args.seed)
   order_file = os.path.join(args.work_dir, f"order-seed{args.seed}.json")
-  with open(order_file, "w", encoding="utf-8") as f:
-    json.dump(order, f)
-  with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
-    hidden = json.load(f)["hidden_size"]
-  rng = np.random.RandomState(args.seed)
   head_file = os.path.join(args.work_dir, f"head_init-seed{args.seed}.npz")
-  np.savez(head_file, kernel=(rng.standard_normal((hidden, len(spec.labels))) * 0.02).astype(np.float32),
-           bias=np.zeros(len(spec.labels), np.float32))
+  hf_peer.write_order_and_head(order, order_file, args.model_dir, len(spec.labels), args.seed, head_file)
 
-  peer_dir = os.path.join(args.work_dir, f"peer-seed{args.seed}")
-  if args.skip_peer:
-    with open(os.path.join(peer_dir, "results.json"), encoding="utf-8") as f:
-      peer = json.load(f)
-  else:
-    peer = run_peer(args, order_file, head_file, peer_dir)
+  peer = run_peer(args, order_file, head_file, os.path.join(args.work_dir, f"peer-seed{args.seed}"))
   ours = run_ours(args, order, head_file, os.path.join(args.work_dir, f"ours-seed{args.seed}"))
 
   a, b = np.asarray(ours["step_losses"]), np.asarray(peer["step_losses"])

@@ -54,8 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from glue_hf_peer import BIAS_CORRECTION_NOTE, decays, google_lr_factor, write_json_atomic  # noqa: E402
-from squad_hf_peer import make_order  # noqa: E402
+import hf_peer  # noqa: E402
+from hf_peer import BIAS_CORRECTION_NOTE, make_order, write_json_atomic  # noqa: E402
 
 IGNORE = -100  # torch's CrossEntropyLoss ignore_index, which BertForTokenClassification uses
 _COLUMNS = re.compile(r"[ \t]+")
@@ -159,18 +159,13 @@ def collate(windows: list[Window], indices: Sequence[int], pad_id: int, with_lab
   """One batch as torch int64 tensors [B, L], L = its longest window."""
   import torch
 
-  length = max(len(windows[i].input_ids) for i in indices)
-  input_ids = np.full((len(indices), length), pad_id, dtype=np.int64)
-  attention_mask = np.zeros((len(indices), length), dtype=np.int64)
-  labels = np.full((len(indices), length), IGNORE, dtype=np.int64)
-  for row, i in enumerate(indices):
-    n = len(windows[i].input_ids)
-    input_ids[row, :n] = windows[i].input_ids
-    attention_mask[row, :n] = 1
-    labels[row, :n] = windows[i].labels
+  input_ids, token_type_ids, attention_mask = hf_peer.pad([windows[i].input_ids for i in indices], pad_id)
   batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask),
-           "token_type_ids": torch.zeros_like(torch.from_numpy(input_ids))}
+           "token_type_ids": torch.from_numpy(token_type_ids)}
   if with_labels:
+    labels = np.full(input_ids.shape, IGNORE, dtype=np.int64)
+    for row, i in enumerate(indices):
+      labels[row, :len(windows[i].labels)] = windows[i].labels
     batch["labels"] = torch.from_numpy(labels)
   return batch
 
@@ -180,42 +175,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--train_file", required=True, help="CoNLL-2003 file (IOB1) to fine-tune on.")
   parser.add_argument("--eval_file", required=True, help="CoNLL-2003 file (IOB1) to predict and score.")
-  parser.add_argument("--model_dir", required=True,
-                      help="Hugging Face BERT folder: config.json, model.safetensors, vocab.txt.")
-  parser.add_argument("--output_dir", required=True, help="Where results.json and eval_predictions.txt go.")
+  hf_peer.add_model_flags(parser, "results.json and eval_predictions.txt go")
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=32)
   parser.add_argument("--predict_batch_size", type=int, default=8)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--weight_decay", type=float, default=0.01)
-  parser.add_argument("--adam_epsilon", type=float, default=1e-6)
-  parser.add_argument("--max_grad_norm", type=float, default=1.0)
-  parser.add_argument("--seed", type=int, default=42, help="Batch order, the classifier's start, dropout.")
-  parser.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads.")
-  parser.add_argument("--log_every", type=int, default=50, help="Print the loss every N steps.")
+  hf_peer.add_optimizer_flags(parser, learning_rate=5e-5)
+  hf_peer.add_run_flags(parser, seed_help="Batch order, the classifier's start, dropout.", log_every=50)
   args = parser.parse_args(argv)
-  if min(args.num_train_epochs, args.train_batch_size, args.predict_batch_size) <= 0:
-    parser.error("--num_train_epochs, --train_batch_size and --predict_batch_size must be positive")
+  hf_peer.check_flags(parser, args, "predict_batch_size", files=("train_file", "eval_file"))
   if args.max_seq_length < 3:
     parser.error("--max_seq_length must hold [CLS] word [SEP]: at least 3")
-  for name in ("train_file", "eval_file"):
-    if not os.path.isfile(getattr(args, name)):
-      parser.error(f"--{name}={getattr(args, name)}: no such file")
   return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  os.environ.setdefault("OMP_NUM_THREADS", str(args.num_threads))
-
-  import torch
-  import transformers
-
-  torch.set_num_threads(args.num_threads)
-  transformers.logging.set_verbosity_error()  # The "newly initialized" note is recorded below instead.
-  transformers.logging.disable_progress_bar()
+  torch, transformers = hf_peer.start_torch(args.num_threads)
   tokenizer = transformers.BertTokenizerFast(os.path.join(args.model_dir, "vocab.txt"), do_lower_case=True)
   pad_id = tokenizer.pad_token_id
 
@@ -232,37 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(f"{args.train_file}: {len(train_sentences)} sentences, {len(train)} windows, labels {labels}; "
         f"{total_steps} steps ({warmup_steps} warmup)", flush=True)
 
-  transformers.set_seed(args.seed)
-  model, loading = transformers.BertForTokenClassification.from_pretrained(
-      args.model_dir, num_labels=len(labels), dtype=torch.float32, output_loading_info=True)
-  newly_initialized = sorted(loading.get("missing_keys", []))
-  print(f"newly initialised: {', '.join(newly_initialized) or 'nothing'}", flush=True)
-  named = list(model.named_parameters())
-  groups = [{"params": [p for n, p in named if decays(n)], "weight_decay": args.weight_decay},
-            {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(0.9, 0.999), eps=args.adam_epsilon)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(
-      optimizer, lambda step: google_lr_factor(step, total_steps, warmup_steps))
+  model, _, newly_initialized = hf_peer.load_model(transformers.BertForTokenClassification, args,
+                                                   num_labels=len(labels))
+  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
-  model.train()
-  step_losses, processed = [], 0
-  cpu_start, start = time.process_time(), time.perf_counter()
-  for step, indices in enumerate(order, start=1):
-    loss = model(**collate(train, indices, pad_id, True)).loss
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    processed += len(indices)
-    step_losses.append(loss.item())
-    if step % args.log_every == 0 or step == total_steps:
-      print(f"step {step}/{total_steps}  loss {np.mean(step_losses[-args.log_every:]):.4f}  "
-            f"{processed / (time.perf_counter() - start):.2f} windows/s", flush=True)
-  train_seconds = time.perf_counter() - start
-  train_cpu_seconds = time.process_time() - cpu_start
+  trained = hf_peer.train(model, optimizer, scheduler, order,
+                          lambda indices: model(**collate(train, indices, pad_id, True)).loss, total_steps,
+                          args.max_grad_norm, args.log_every, "windows")
+  step_losses, processed = trained["step_losses"], trained["processed"]
+  train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 
-  model.eval()
   start = time.perf_counter()
   eval_sentences = read_conll(args.eval_file)
   unknown = sorted({_type(t) for _, tags in eval_sentences for t in tags if t != "O"} - set(types))
@@ -271,14 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
   windows = make_windows(eval_sentences, tokenizer, args.max_seq_length, None)
   loop_start = time.perf_counter()
   predicted = [[None] * len(words) for words, _ in eval_sentences]
-  with torch.no_grad():
-    for begin in range(0, len(windows), args.predict_batch_size):
-      indices = range(begin, min(begin + args.predict_batch_size, len(windows)))
-      ids = model(**collate(windows, indices, pad_id, False)).logits.argmax(-1).numpy()
-      for row, i in enumerate(indices):
-        for position, w in enumerate(windows[i].words):
-          if w >= 0:
-            predicted[windows[i].sentence][w] = labels[int(ids[row, position])]
+  for indices, outputs in hf_peer.predict(model, len(windows), args.predict_batch_size,
+                                          lambda indices: collate(windows, indices, pad_id, False)):
+    ids = outputs.logits.argmax(-1).numpy()
+    for row, i in enumerate(indices):
+      for position, w in enumerate(windows[i].words):
+        if w >= 0:
+          predicted[windows[i].sentence][w] = labels[int(ids[row, position])]
   loop_end = time.perf_counter()
   predicted = [iob2_to_iob1(tags) for tags in predicted]
   lines = []
@@ -315,8 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "hidden_dropout_prob": model.config.hidden_dropout_prob,
           "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob},
       "seed": args.seed,
-      "threads": {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
-                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "requested": args.num_threads},
+      "threads": hf_peer.threads(torch, args.num_threads),
       "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
                 "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
       "data": {"train": os.path.abspath(args.train_file), "eval": os.path.abspath(args.eval_file)},

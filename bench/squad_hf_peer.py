@@ -65,7 +65,9 @@ import time
 import types
 from collections.abc import Sequence
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_peer  # noqa: E402
+from hf_peer import decays, google_lr_factor, make_order, write_json_atomic  # noqa: E402,F401
 
 # google-research's run_squad.py shuffles the training questions with this seed before windowing them.
 GOOGLE_SHUFFLE_SEED = 12345
@@ -103,16 +105,6 @@ def read_windows(run_squad, tokenizer, path: str, is_training: bool, args) -> tu
   return examples, windows
 
 
-def make_order(num_windows: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
-  """`steps` full batches of window indices: a fresh permutation each epoch, batches running on across
-  epoch ends."""
-  shuffler = np.random.RandomState(seed)
-  stream: list[int] = []
-  while len(stream) < steps * batch_size:
-    stream.extend(int(i) for i in shuffler.permutation(num_windows))
-  return [stream[s * batch_size:(s + 1) * batch_size] for s in range(steps)]
-
-
 def collate(windows: list, indices: Sequence[int], is_training: bool) -> dict:
   """One batch as torch int64 tensors [B, L], L = the batch's longest window (its input_mask's length)."""
   import torch
@@ -126,18 +118,6 @@ def collate(windows: list, indices: Sequence[int], is_training: bool) -> dict:
     batch["start_positions"] = torch.tensor([windows[i].start_position for i in indices], dtype=torch.int64)
     batch["end_positions"] = torch.tensor([windows[i].end_position for i in indices], dtype=torch.int64)
   return batch
-
-
-def google_lr_factor(step: int, total_steps: int, warmup_steps: int) -> float:
-  """google-research's warmup + linear decay, as a multiplier of the peak rate; `step` = updates done."""
-  if warmup_steps and step < warmup_steps:
-    return step / warmup_steps
-  return max(0.0, 1.0 - step / total_steps)
-
-
-def decays(name: str) -> bool:
-  """google-research's rule: no weight decay for biases and LayerNorm parameters."""
-  return not any(part in name for part in ("bias", "LayerNorm", "layer_norm"))
 
 
 def write_predictions(run_squad, examples: list, windows: list, results: list, args) -> int:
@@ -233,56 +213,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--train_file", required=True, help="SQuAD JSON to fine-tune on.")
   parser.add_argument("--predict_file", required=True, help="SQuAD JSON (with answers) to predict and score.")
-  parser.add_argument("--model_dir", required=True,
-                      help="Hugging Face BERT folder: config.json, model.safetensors, vocab.txt.")
-  parser.add_argument("--output_dir", required=True, help="Where results.json and the predictions go.")
+  hf_peer.add_model_flags(parser, "results.json and the predictions go")
   parser.add_argument("--version_2_with_negative", action="store_true", help="SQuAD 2.0.")
   parser.add_argument("--max_seq_length", type=int, default=384)
   parser.add_argument("--doc_stride", type=int, default=128)
   parser.add_argument("--max_query_length", type=int, default=64)
   parser.add_argument("--train_batch_size", type=int, default=32)
   parser.add_argument("--predict_batch_size", type=int, default=8)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--weight_decay", type=float, default=0.01)
-  parser.add_argument("--adam_epsilon", type=float, default=1e-6)
-  parser.add_argument("--max_grad_norm", type=float, default=1.0)
+  hf_peer.add_optimizer_flags(parser, learning_rate=5e-5)
   parser.add_argument("--n_best_size", type=int, default=20)
   parser.add_argument("--max_answer_length", type=int, default=30)
   parser.add_argument("--null_score_diff_threshold", type=float, default=0.0)
-  parser.add_argument("--seed", type=int, default=42, help="Batch order, the head's start, dropout.")
-  parser.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads.")
-  parser.add_argument("--log_every", type=int, default=20, help="Print the loss every N steps.")
+  hf_peer.add_run_flags(parser, seed_help="Batch order, the head's start, dropout.", log_every=20)
   # Matched runs (bench/squad_matched.py).
-  parser.add_argument("--order_file", default=None,
-                      help="JSON list of batches (lists of training window indices, in windowing order), one "
-                           "per step; replaces the seeded order, and its length is the step count.")
-  parser.add_argument("--head_init", default=None, help=".npz with the span head's kernel [hidden, 2], bias [2].")
-  parser.add_argument("--dropout", type=float, default=None,
-                      help="Overrides the config's hidden and attention dropout (0 for matched runs).")
+  hf_peer.add_matched_flags(
+      parser, order_help="JSON list of batches (lists of training window indices, in windowing order), one per "
+                         "step; replaces the seeded order, and its length is the step count.",
+      head_help=".npz with the span head's kernel [hidden, 2], bias [2].")
   parser.add_argument("--mask_padding_in_loss", action="store_true",
                       help="Softmax of the loss over real tokens only (as our SquadTask); default: the model's "
                            "own loss over every position of the padded batch.")
   args = parser.parse_args(argv)
-  if args.dropout is not None and not 0 <= args.dropout < 1:
-    parser.error("--dropout must be in [0, 1)")
-  if min(args.num_train_epochs, args.train_batch_size, args.predict_batch_size) <= 0:
-    parser.error("--num_train_epochs, --train_batch_size and --predict_batch_size must be positive")
-  for name in ("train_file", "predict_file"):
-    if not os.path.isfile(getattr(args, name)):
-      parser.error(f"--{name}={getattr(args, name)}: no such file")
+  hf_peer.check_flags(parser, args, "predict_batch_size", files=("train_file", "predict_file"))
   if args.doc_stride >= args.max_seq_length - args.max_query_length - 3:
     parser.error("--doc_stride must be below max_seq_length - max_query_length - 3 so windows overlap")
   return args
-
-
-def write_json_atomic(path: str, value: dict) -> None:
-  temp = f"{path}.tmp-{os.getpid()}"
-  with open(temp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2)
-    f.write("\n")
-  os.replace(temp, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -291,12 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   os.makedirs(args.output_dir, exist_ok=True)
   run_squad, tokenization = load_reference()
 
-  import torch
-  import transformers
-
-  torch.set_num_threads(args.num_threads)
-  transformers.logging.set_verbosity_error()  # The "newly initialized" note is recorded below instead.
-  transformers.logging.disable_progress_bar()
+  torch, transformers = hf_peer.start_torch(args.num_threads)
   FLAGS = run_squad.FLAGS  # pylint: disable=invalid-name
   FLAGS.version_2_with_negative = args.version_2_with_negative
   FLAGS.null_score_diff_threshold = args.null_score_diff_threshold
@@ -308,10 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   train_features_seconds = time.perf_counter() - start
   total_steps = max(1, int(len(train_examples) / args.train_batch_size * args.num_train_epochs))
   if args.order_file:
-    with open(args.order_file, encoding="utf-8") as f:
-      order = [[int(i) for i in batch] for batch in json.load(f)]
-    if not order or any(not b or min(b) < 0 or max(b) >= len(train_windows) for b in order):
-      raise ValueError(f"{args.order_file}: needs non-empty batches of indices in [0, {len(train_windows)})")
+    order = hf_peer.read_order(args.order_file, len(train_windows))
     total_steps = len(order)
   else:
     order = make_order(len(train_windows), args.train_batch_size, total_steps, args.seed)
@@ -319,67 +266,35 @@ def main(argv: Sequence[str] | None = None) -> int:
   print(f"{args.train_file}: {len(train_examples)} questions, {len(train_windows)} windows; {total_steps} steps "
         f"({warmup_steps} warmup) in {train_features_seconds:.1f} s of windowing", flush=True)
 
-  transformers.set_seed(args.seed)
-  overrides = {} if args.dropout is None else {"hidden_dropout_prob": args.dropout,
-                                                "attention_probs_dropout_prob": args.dropout}
-  model, loading = transformers.BertForQuestionAnswering.from_pretrained(
-      args.model_dir, dtype=torch.float32, output_loading_info=True, **overrides)
-  if args.head_init:
-    with np.load(args.head_init) as head:
-      with torch.no_grad():
-        model.qa_outputs.weight.copy_(torch.from_numpy(head["kernel"].T.copy()))  # torch keeps [out, in]
-        model.qa_outputs.bias.copy_(torch.from_numpy(head["bias"]))
-  newly_initialized = sorted(loading.get("missing_keys", []))
-  print(f"newly initialised: {', '.join(newly_initialized) or 'nothing'}", flush=True)
+  model, _, newly_initialized = hf_peer.load_model(transformers.BertForQuestionAnswering, args, head="qa_outputs")
+  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
-  named = list(model.named_parameters())
-  groups = [{"params": [p for n, p in named if decays(n)], "weight_decay": args.weight_decay},
-            {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(0.9, 0.999), eps=args.adam_epsilon)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(
-      optimizer, lambda step: google_lr_factor(step, total_steps, warmup_steps))
-
-  model.train()
-  step_losses, processed = [], 0
-  cpu_start, start = time.process_time(), time.perf_counter()
-  for step, indices in enumerate(order, start=1):
+  def loss_of(indices):
     batch = collate(train_windows, indices, True)
     if args.mask_padding_in_loss:
       positions = {k: batch.pop(k) for k in ("start_positions", "end_positions")}
-      loss = masked_span_loss(model(**batch), {**batch, **positions})
-    else:
-      loss = model(**batch).loss
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    processed += len(indices)
-    step_losses.append(loss.item())
-    if step % args.log_every == 0 or step == total_steps:
-      elapsed = time.perf_counter() - start
-      print(f"step {step}/{total_steps}  loss {np.mean(step_losses[-args.log_every:]):.4f}  "
-            f"{processed / elapsed:.2f} windows/s", flush=True)
-  train_seconds = time.perf_counter() - start
-  train_cpu_seconds = time.process_time() - cpu_start
+      return masked_span_loss(model(**batch), {**batch, **positions})
+    return model(**batch).loss
+
+  trained = hf_peer.train(model, optimizer, scheduler, order, loss_of, total_steps, args.max_grad_norm,
+                          args.log_every, "windows")
+  step_losses, processed = trained["step_losses"], trained["processed"]
+  train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 
   start = time.perf_counter()
   predict_examples, predict_windows = read_windows(run_squad, tokenizer, args.predict_file, False, args)
   predict_features_seconds = time.perf_counter() - start
-  model.eval()
   results = []
   start = time.perf_counter()
-  with torch.no_grad():
-    for begin in range(0, len(predict_windows), args.predict_batch_size):
-      indices = range(begin, min(begin + args.predict_batch_size, len(predict_windows)))
-      outputs = model(**collate(predict_windows, indices, False))
-      starts, ends = outputs.start_logits.double().numpy(), outputs.end_logits.double().numpy()
-      for row, i in enumerate(indices):
-        # Each window's logits over its own tokens only: the reference ranks its top n_best_size starts and ends
-        # over every position, and the padded ones' logits depend on the batch's padding (see the docstring).
-        n = len(predict_windows[i].tokens)
-        results.append(run_squad.RawResult(unique_id=predict_windows[i].unique_id,
-                                           start_logits=starts[row, :n].tolist(), end_logits=ends[row, :n].tolist()))
+  for indices, outputs in hf_peer.predict(model, len(predict_windows), args.predict_batch_size,
+                                          lambda indices: collate(predict_windows, indices, False)):
+    starts, ends = outputs.start_logits.double().numpy(), outputs.end_logits.double().numpy()
+    for row, i in enumerate(indices):
+      # Each window's logits over its own tokens only: the reference ranks its top n_best_size starts and ends
+      # over every position, and the padded ones' logits depend on the batch's padding (see the docstring).
+      n = len(predict_windows[i].tokens)
+      results.append(run_squad.RawResult(unique_id=predict_windows[i].unique_id,
+                                         start_logits=starts[row, :n].tolist(), end_logits=ends[row, :n].tolist()))
   predict_loop_seconds = time.perf_counter() - start
   start = time.perf_counter()
   no_candidate = write_predictions(run_squad, predict_examples, predict_windows, results, args)
@@ -415,8 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "loss_softmax": "real tokens" if args.mask_padding_in_loss else "every position of the padded batch",
       },
       "seed": args.seed, "version_2_with_negative": args.version_2_with_negative,
-      "threads": {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
-                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "requested": args.num_threads},
+      "threads": hf_peer.threads(torch, args.num_threads),
       "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
                 "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
       "data": {"train": os.path.abspath(args.train_file), "predict": os.path.abspath(args.predict_file)},

@@ -34,7 +34,6 @@ import math
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import bench_squad  # noqa: E402
+import hf_peer  # noqa: E402
 import squad_hf_peer  # noqa: E402
 
 PEER_SCRIPT = os.path.join(ROOT, "bench", "squad_hf_peer.py")
@@ -88,21 +88,19 @@ def windows_digest(rows) -> str:
 
 
 def run_peer(args, files: dict, order_file: str, head_file: str, peer_dir: str) -> dict:
-  env = dict(os.environ, OMP_NUM_THREADS=str(args.num_threads), PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
-  command = [sys.executable, PEER_SCRIPT, f"--train_file={files['train']}", f"--predict_file={files['eval']}",
-             f"--model_dir={args.model_dir}", f"--output_dir={peer_dir}", f"--learning_rate={args.learning_rate}",
-             f"--train_batch_size={args.train_batch_size}", f"--predict_batch_size={args.predict_batch_size}",
-             f"--num_train_epochs={args.num_train_epochs}", f"--warmup_proportion={args.warmup_proportion}",
-             f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
-             f"--max_query_length={args.max_query_length}", f"--seed={args.seed}",
-             f"--num_threads={args.num_threads}", f"--order_file={order_file}", f"--head_init={head_file}",
-             "--dropout=0", "--mask_padding_in_loss", "--log_every=1"]
+  """The peer's results (a run of squad_hf_peer.py on our batches and head start; with --skip_peer, the last)."""
+  flags = [f"--train_file={files['train']}", f"--predict_file={files['eval']}",
+           f"--model_dir={args.model_dir}", f"--output_dir={peer_dir}", f"--learning_rate={args.learning_rate}",
+           f"--train_batch_size={args.train_batch_size}", f"--predict_batch_size={args.predict_batch_size}",
+           f"--num_train_epochs={args.num_train_epochs}", f"--warmup_proportion={args.warmup_proportion}",
+           f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
+           f"--max_query_length={args.max_query_length}", f"--seed={args.seed}",
+           f"--num_threads={args.num_threads}", f"--order_file={order_file}", f"--head_init={head_file}",
+           "--dropout=0", "--mask_padding_in_loss", "--log_every=1"]
   if args.version == "v2.0":
-    command.append("--version_2_with_negative")
-  print("peer:", " ".join(command), flush=True)
-  subprocess.run(command, env=env, check=True)
-  with open(os.path.join(peer_dir, "results.json"), encoding="utf-8") as f:
-    return json.load(f)
+    flags.append("--version_2_with_negative")
+  return hf_peer.peer_results(PEER_SCRIPT, flags, peer_dir, args.num_threads, args.skip_peer,
+                              TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir: str) -> dict:
@@ -111,7 +109,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   import tensorflow as tf
 
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.tasks.classification import classifier as classification
+  from bert_tf.tasks.common.features import trim_padding
   from bert_tf.tasks.squad import postprocess as squad_postprocess
   from bert_tf.tasks.squad import run as squad_run
   from bert_tf.tasks.squad import model as sf
@@ -153,17 +151,13 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
 
   class MatchedTask(sf.SquadTask):
     def build_model(self):
-      model = super().build_model()
-      model({k: tf.zeros([1, 8], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")})
-      with np.load(head_file) as head:
-        model.span_output.set_weights([head["kernel"], head["bias"]])
-      return model
+      return hf_peer.load_matched_head(super().build_model(), "span_output", head_file)
 
     def build_dataset(self, batch_size, input_context):
       def gather(indices):  # then cut to the batch's longest window, as the peer does
         batch = {k: tf.gather(v, indices) for k, v in features.items()}
         batch["is_real_example"] = tf.ones_like(batch["input_mask"][:, 0])
-        return classification.trim_padding(batch, args.max_seq_length)
+        return trim_padding(batch, args.max_seq_length)
 
       return tf.data.Dataset.from_tensor_slices(batches).map(gather)
 
@@ -198,25 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   peer_digest = windows_digest((w.input_ids, w.input_mask, w.segment_ids, w.start_position, w.end_position)
                                for w in windows)
   steps = max(1, int(len(examples) / args.train_batch_size * args.num_train_epochs))
-  order = squad_hf_peer.make_order(len(windows), args.train_batch_size, steps, args.seed)
+  order = hf_peer.make_order(len(windows), args.train_batch_size, steps, args.seed)
   order_file = os.path.join(args.work_dir, f"order-{args.version}-seed{args.seed}.json")
-  with open(order_file, "w", encoding="utf-8") as f:
-    json.dump(order, f)
-  with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
-    hidden = json.load(f)["hidden_size"]
-  rng = np.random.RandomState(args.seed)
   head_file = os.path.join(args.work_dir, f"head_init-{args.version}-seed{args.seed}.npz")
-  np.savez(head_file, kernel=(rng.standard_normal((hidden, 2)) * 0.02).astype(np.float32),
-           bias=np.zeros(2, np.float32))
+  hf_peer.write_order_and_head(order, order_file, args.model_dir, 2, args.seed, head_file)
   print(f"{len(examples)} questions, {len(windows)} windows, {steps} steps; order {order_file}, head {head_file}",
         flush=True)
 
   peer_dir = os.path.join(args.work_dir, f"peer-{args.version}-seed{args.seed}")
-  if args.skip_peer:
-    with open(os.path.join(peer_dir, "results.json"), encoding="utf-8") as f:
-      peer = json.load(f)
-  else:
-    peer = run_peer(args, files, order_file, head_file, peer_dir)
+  peer = run_peer(args, files, order_file, head_file, peer_dir)
   ours = run_ours(args, files, order, head_file, os.path.join(args.work_dir, f"ours-{args.version}-seed{args.seed}"))
   if ours["train_windows_sha256"] != peer_digest:
     raise RuntimeError("our training windows differ from google-research's (sha256 of input_ids, input_mask, "

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from glue_hf_peer import BIAS_CORRECTION_NOTE, decays, google_lr_factor, write_json_atomic  # noqa: E402
-from squad_hf_peer import make_order  # noqa: E402
+import hf_peer  # noqa: E402
+from hf_peer import BIAS_CORRECTION_NOTE, make_order, write_json_atomic  # noqa: E402
 
 NUM_CHOICES = 4
 ENDINGS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -129,16 +129,9 @@ def collate(items: Items, indices: Sequence[int], pad_id: int, with_labels: bool
   import torch
 
   rows = [NUM_CHOICES * i + c for i in indices for c in range(NUM_CHOICES)]
-  length = max(len(items.input_ids[r]) for r in rows)
-  input_ids = np.full((len(rows), length), pad_id, dtype=np.int64)
-  token_type_ids = np.zeros((len(rows), length), dtype=np.int64)
-  attention_mask = np.zeros((len(rows), length), dtype=np.int64)
-  for k, r in enumerate(rows):
-    n = len(items.input_ids[r])
-    input_ids[k, :n] = items.input_ids[r]
-    token_type_ids[k, :n] = items.token_type_ids[r]
-    attention_mask[k, :n] = 1
-  shape = (len(indices), NUM_CHOICES, length)
+  input_ids, token_type_ids, attention_mask = hf_peer.pad([items.input_ids[r] for r in rows], pad_id,
+                                                          [items.token_type_ids[r] for r in rows])
+  shape = (len(indices), NUM_CHOICES, input_ids.shape[1])
   batch = {"input_ids": torch.from_numpy(input_ids.reshape(shape)),
            "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
            "attention_mask": torch.from_numpy(attention_mask.reshape(shape))}
@@ -149,14 +142,8 @@ def collate(items: Items, indices: Sequence[int], pad_id: int, with_labels: bool
 
 def predict(model, items: Items, batch_size: int, pad_id: int) -> np.ndarray:
   """float64 logits [N, 4], in file order."""
-  import torch
-
-  logits = []
-  with torch.no_grad():
-    for begin in range(0, len(items), batch_size):
-      batch = collate(items, range(begin, min(begin + batch_size, len(items))), pad_id, False)
-      logits.append(model(**batch).logits.double().numpy())
-  return np.concatenate(logits)
+  return hf_peer.predict_logits(model, len(items), batch_size,
+                                lambda indices: collate(items, indices, pad_id, False))
 
 
 def probabilities(logits: np.ndarray) -> np.ndarray:
@@ -187,43 +174,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--train_file", required=True, help="CSV in SWAG's layout to fine-tune on.")
   parser.add_argument("--eval_file", required=True, help="CSV in SWAG's layout (with labels) to score.")
   parser.add_argument("--also_eval_file", default=None, help="Another labelled CSV to predict and score.")
-  parser.add_argument("--model_dir", required=True,
-                      help="Hugging Face BERT folder: config.json, model.safetensors, vocab.txt.")
-  parser.add_argument("--output_dir", required=True, help="Where results.json and the predictions go.")
+  hf_peer.add_model_flags(parser, "results.json and the predictions go")
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--train_batch_size", type=int, default=16)
   parser.add_argument("--predict_batch_size", type=int, default=8)
-  parser.add_argument("--learning_rate", type=float, default=2e-5)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--warmup_proportion", type=float, default=0.1)
-  parser.add_argument("--weight_decay", type=float, default=0.01)
-  parser.add_argument("--adam_epsilon", type=float, default=1e-6)
-  parser.add_argument("--max_grad_norm", type=float, default=1.0)
-  parser.add_argument("--seed", type=int, default=42, help="Batch order, the classifier's start, dropout.")
-  parser.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads.")
-  parser.add_argument("--log_every", type=int, default=20, help="Print the loss every N steps.")
+  hf_peer.add_optimizer_flags(parser, learning_rate=2e-5)
+  hf_peer.add_run_flags(parser, seed_help="Batch order, the classifier's start, dropout.", log_every=20)
   args = parser.parse_args(argv)
-  if min(args.num_train_epochs, args.train_batch_size, args.predict_batch_size) <= 0:
-    parser.error("--num_train_epochs, --train_batch_size and --predict_batch_size must be positive")
+  hf_peer.check_flags(parser, args, "predict_batch_size", files=("train_file", "eval_file", "also_eval_file"))
   if args.max_seq_length < 4:
     parser.error("--max_seq_length must hold [CLS] a [SEP] b [SEP]: at least 4")
-  for name in ("train_file", "eval_file", "also_eval_file"):
-    path = getattr(args, name)
-    if path is not None and not os.path.isfile(path):
-      parser.error(f"--{name}={path}: no such file")
   return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
-  os.environ.setdefault("OMP_NUM_THREADS", str(args.num_threads))
-
-  import torch
-  import transformers
-
-  torch.set_num_threads(args.num_threads)
-  transformers.logging.set_verbosity_error()  # The "newly initialized" note is recorded below instead.
-  transformers.logging.disable_progress_bar()
+  torch, transformers = hf_peer.start_torch(args.num_threads)
   tokenizer = transformers.BertTokenizerFast(os.path.join(args.model_dir, "vocab.txt"), do_lower_case=True)
   pad_id = tokenizer.pad_token_id
 
@@ -240,37 +206,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"truncated ({train_differs} unlike google-research's rule); {total_steps} steps ({warmup_steps} warmup)",
         flush=True)
 
-  transformers.set_seed(args.seed)
-  model, loading = transformers.BertForMultipleChoice.from_pretrained(args.model_dir, dtype=torch.float32,
-                                                                      output_loading_info=True)
-  newly_initialized = sorted(loading.get("missing_keys", []))
-  print(f"newly initialised: {', '.join(newly_initialized) or 'nothing'}", flush=True)
-  named = list(model.named_parameters())
-  groups = [{"params": [p for n, p in named if decays(n)], "weight_decay": args.weight_decay},
-            {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(0.9, 0.999), eps=args.adam_epsilon)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(
-      optimizer, lambda step: google_lr_factor(step, total_steps, warmup_steps))
+  model, _, newly_initialized = hf_peer.load_model(transformers.BertForMultipleChoice, args)
+  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
-  model.train()
-  step_losses, processed = [], 0
-  cpu_start, start = time.process_time(), time.perf_counter()
-  for step, indices in enumerate(order, start=1):
-    loss = model(**collate(train, indices, pad_id, True)).loss
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    processed += len(indices)
-    step_losses.append(loss.item())
-    if step % args.log_every == 0 or step == total_steps:
-      print(f"step {step}/{total_steps}  loss {np.mean(step_losses[-args.log_every:]):.4f}  "
-            f"{processed / (time.perf_counter() - start):.2f} examples/s", flush=True)
-  train_seconds = time.perf_counter() - start
-  train_cpu_seconds = time.process_time() - cpu_start
+  trained = hf_peer.train(model, optimizer, scheduler, order,
+                          lambda indices: model(**collate(train, indices, pad_id, True)).loss, total_steps,
+                          args.max_grad_norm, args.log_every, "examples")
+  step_losses, processed = trained["step_losses"], trained["processed"]
+  train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 
-  model.eval()
   os.makedirs(args.output_dir, exist_ok=True)
   scored = {}
   for key, path in (("eval", args.eval_file), ("also_eval", args.also_eval_file)):
@@ -320,8 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "hidden_dropout_prob": model.config.hidden_dropout_prob,
           "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob},
       "seed": args.seed,
-      "threads": {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
-                  "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "requested": args.num_threads},
+      "threads": hf_peer.threads(torch, args.num_threads),
       "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
                 "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
       "data": {"train": os.path.abspath(args.train_file)},
