@@ -141,7 +141,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   if args.ner_train_sentences < 0 or args.ner_eval_sentences < 0:
     p.error("--ner_train_sentences and --ner_eval_sentences must be >= 0 (0: the whole file)")
   if args.ner_feature_based not in ("", "auto"):
-    from bert_tf.tasks.features import choice as feature_choice  # pylint: disable=import-outside-toplevel
+    from bert_tf.tasks.common import layer_choice as feature_choice  # pylint: disable=import-outside-toplevel
 
     try:
       feature_choice.check_choice(args.ner_feature_based, flag="--ner_feature_based")

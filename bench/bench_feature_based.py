@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 sys.path.insert(0, REPO)
 import bench_glue  # noqa: E402  (processes, threads, the MiniLM folder and its conversion)
 import bench_ner  # noqa: E402  (the CoNLL subsets and the scoring)
-from bert_tf.tasks.features.choice import CHOICES  # noqa: E402
+from bert_tf.tasks.common.layer_choice import CHOICES  # noqa: E402
 
 RUN_NER = os.path.join(REPO, "scripts", "run_ner.py")
 FINETUNING = "fine-tuning"

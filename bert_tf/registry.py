@@ -44,6 +44,13 @@ class Task:
     return (f"run_{cls.name}", f"export_{cls.name}")
 
   @classmethod
+  def hf_head(cls):
+    """The mapping of the task's head to its transformers class (`hf_class`) and back, a
+    bert_tf.model.convert_tasks.TaskKind, or None when the task has none; bert_tf.model.convert_tasks reads it
+    here, so that bert_tf.model imports no task."""
+    return None
+
+  @classmethod
   def define_export_flags(cls, flags) -> None:
     """Defines the task's own flags of its export (SQuAD's answer search) with `flags`' DEFINE_* functions; the
     task's flags of scripts/export.py too, so their names must not be another task's."""

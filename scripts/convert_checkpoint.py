@@ -70,19 +70,17 @@ def main(argv):
                      "its own")
   if FLAGS.input_format == "hf" and FLAGS.vocab_file:
     raise ValueError("--vocab_file applies to --input_format=tf1 and ours; an hf input carries its own")
-  from bert_tf.model import convert, convert_tasks, released
+  from bert_tf.model import checkpoints, convert, convert_tasks, released
 
   # Before anything is read (a download, a conversion): a file, or a folder holding something, is refused.
   convert.check_output_dir(FLAGS.output_dir, FLAGS.overwrite_output_dir,
-                           None if released.is_released(FLAGS.input) else FLAGS.input)
-  if FLAGS.input_format != "keras_hub" and not released.is_released(FLAGS.input):  # a preset is a name
-    from bert_tf.training import handoff
-
-    handoff.check_checkpoint_path(FLAGS.input, "--input")  # does not exist, an empty folder, not a checkpoint
+                           None if checkpoints.is_released(FLAGS.input) else FLAGS.input)
+  if FLAGS.input_format != "keras_hub" and not checkpoints.is_released(FLAGS.input):  # a preset is a name
+    checkpoints.check_checkpoint_path(FLAGS.input, "--input")  # does not exist, an empty folder, not a checkpoint
 
   if FLAGS.step is not None and FLAGS.input_format != "ours":
     raise ValueError(f"--step applies to --input_format=ours (a pretraining --output_dir), not {FLAGS.input_format}")
-  if released.is_released(FLAGS.input):
+  if checkpoints.is_released(FLAGS.input):
     scheme = FLAGS.input.split(":", 1)[0]
     if FLAGS.input_format != scheme:
       raise ValueError(f"--input={FLAGS.input} is a released model; pass --input_format={scheme} with it")

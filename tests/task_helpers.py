@@ -122,7 +122,7 @@ def make_task(task: str, data: str, output_dir: str = "", dtype: str = "float32"
 
     made = MultipleChoiceTask(config, data, T, seed=11, dtype=dtype, dynamic_padding=dynamic_padding)
   elif task == "ner_feature_based":
-    from bert_tf.tasks.classification.classifier import read_description
+    from bert_tf.tasks.common.features import read_description
     from bert_tf.tasks.ner import feature_based as nfb
 
     layers = read_description(_layer_path(data), nfb.LayerFile)

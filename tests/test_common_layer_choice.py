@@ -1,4 +1,4 @@
-"""bert_tf.tasks.features.choice: each of the paper's feature choices (Table 7) on fixed layer outputs, exactly;
+"""bert_tf.tasks.common.layer_choice: each of the paper's feature choices (Table 7) on fixed layer outputs, exactly;
 the weighted sums' start (the mean) and formula; the concatenation order; config round trips; bad choices."""
 
 import json
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.tasks.features import choice as fc
+from bert_tf.tasks.common import layer_choice as fc
 
 B, T, H, L = 3, 5, 7, 5  # odd sizes: a transposed axis cannot hide
 

@@ -15,8 +15,7 @@ import tensorflow as tf
 
 import assets
 import training_helpers as th
-from bert_tf.model import convert, convert_tasks, released
-from bert_tf.training import handoff
+from bert_tf.model import checkpoints, convert, convert_tasks, released
 from test_classification_run import _config, pretrained, write_mrpc  # noqa: F401  (pretrained: a fixture)
 
 torch = pytest.importorskip("torch")
@@ -173,7 +172,7 @@ def our_model_folder(name, minilm, directory):
   from bert_tf.tasks.classification import classifier as classification
 
   encoder = minilm.encoder
-  kind = convert_tasks.TASK_KINDS[[k.name for k in convert_tasks.TASK_KINDS].index(KINDS[name])]
+  kind = next(k for k in convert_tasks.task_kinds() if k.name == KINDS[name])
   vocab = minilm.vocab_file
   if kind.name == "classification":
     labels = () if name == "regression" else ("contradiction", "entailment", "neutral")
@@ -199,7 +198,7 @@ def our_model_folder(name, minilm, directory):
     classification.save_classifier(model, spec, vocab, folder)
   else:
     text = json.dumps(settings, indent=2) + "\n"
-    handoff.save_task_model(model, kind.settings_name, text, vocab, folder)
+    checkpoints.save_task_model(model, kind.settings_name, text, vocab, folder)
   return folder, model
 
 

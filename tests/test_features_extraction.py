@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from bert_tf.config import BertConfig
-from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.common.features import truncate_lengths
 from bert_tf.tasks.features import extraction as fe
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +118,7 @@ def files(tmp_path_factory):
   ours (encoder/ckpt-1), and the input lines."""
   from bert_tf.model import convert
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   d = tmp_path_factory.mktemp("features")
   vocab = d / "vocab.txt"
@@ -136,7 +136,7 @@ def files(tmp_path_factory):
          "input": str(d / "input.txt"), "dir": str(d)}
   # The pretraining hand-off (encoder_checkpoint/, encoder_savedmodel/, bert_config.json), as run_pretraining.py
   # leaves it.
-  out["handoff"] = handoff.export_encoder(encoder, config, str(d / "pretrain"))
+  out["handoff"] = checkpoints.export_encoder(encoder, config, str(d / "pretrain"))
   with open(out["input"], "w", encoding="utf-8") as f:
     f.write("\n".join(LINES) + "\n")
   return out
@@ -271,10 +271,10 @@ def test_read_examples(tmp_path):
 def test_layers_and_truncation():
   assert fe.parse_layers("-2,-1", 2) == [-2, -1]
   assert fe.parse_layers("1, 0,-1", 2) == [1, 0, -1]
-  # The truncation convert_examples_to_features uses (classification.truncate_lengths): the longer side first,
+  # The truncation convert_examples_to_features uses (common.features.truncate_lengths): the longer side first,
   # b on ties.
-  assert classification.truncate_lengths(5, 2, 4) == (2, 2)
-  assert classification.truncate_lengths(3, 3, 4) == (2, 2)
+  assert truncate_lengths(5, 2, 4) == (2, 2)
+  assert truncate_lengths(3, 3, 4) == (2, 2)
 
 
 def _error(files, tmp_path, **changes):

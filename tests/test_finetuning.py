@@ -11,9 +11,9 @@ import tensorflow as tf
 import assets
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.model import convert
+from bert_tf.model import checkpoints, convert
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.training import finetuning, handoff
+from bert_tf.training import finetuning
 
 
 def _weights_equal(a, b):
@@ -25,7 +25,7 @@ def _weights_equal(a, b):
 def test_init_encoder_reads_ours_google_research_and_hugging_face(tmp_path):
   config = th.tiny_bert_config()
   source = BertEncoder(config)
-  handoff.export_encoder(source, config, str(tmp_path / "pretrain"))
+  checkpoints.export_encoder(source, config, str(tmp_path / "pretrain"))
   tf1_prefix = convert.save_tf1(convert.Converted(config, source), str(tmp_path / "tf1"))
   for path, kind in ((str(tmp_path / "pretrain"), "encoder_checkpoint"),
                      (str(tmp_path / "pretrain" / "encoder_savedmodel"), "variables"),
@@ -52,7 +52,7 @@ def test_init_encoder_reads_ours_google_research_and_hugging_face(tmp_path):
 
 def test_bert_config_for_prefers_the_flag_then_the_file_beside_the_checkpoint(tmp_path):
   config = th.tiny_bert_config()
-  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
   assert finetuning.bert_config_for(None, str(tmp_path / "pretrain" / "encoder_checkpoint")) == config
   other = tmp_path / "other.json"
   BertConfig.from_preset("mini").to_json_file(str(other))
@@ -78,7 +78,7 @@ def test_vocab_file_defaults_to_the_one_that_comes_with_init_checkpoint(tmp_path
   import logging
 
   config = th.tiny_bert_config()
-  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrain"))
   init = str(tmp_path / "pretrain")
   with pytest.raises(ValueError) as caught:
     finetuning.vocab_file_for(None, init)
@@ -187,7 +187,7 @@ def test_encoder_savedmodel_runs_in_a_session_loader_like_tf_serving(tmp_path):
 
   config = th.tiny_bert_config()
   encoder = BertEncoder(config)
-  handoff.export_encoder(encoder, config, str(tmp_path))
+  checkpoints.export_encoder(encoder, config, str(tmp_path))
   features = {"input_ids": np.array([[2, 7, 9, 3]], np.int32), "input_mask": np.ones([1, 4], np.int32),
               "segment_ids": np.zeros([1, 4], np.int32)}
   for name, value in features.items():
@@ -223,7 +223,7 @@ def test_run_classifier_resumes_a_stopped_and_a_killed_run_from_a_relative_outpu
   config = BertConfig.from_preset("tiny", vocab_size=len(TOKENS), hidden_size=18, num_attention_heads=3,
                                   intermediate_size=37, num_hidden_layers=1, max_position_embeddings=40,
                                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-  handoff.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrained"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrained"))
   write_mrpc(tmp_path / "MRPC", sizes=(29, 5, 3))
   flags = ["--task_name=MRPC", "--data_dir=MRPC", "--vocab_file=vocab.txt", "--init_checkpoint=pretrained",
            "--do_train", "--max_seq_length=21", "--train_batch_size=4", "--num_train_epochs=1",

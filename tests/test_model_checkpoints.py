@@ -1,4 +1,4 @@
-"""bert_tf.training.handoff: a checkpoint or a vocabulary that does not fit the BERT config is refused in one
+"""bert_tf.model.checkpoints: a checkpoint or a vocabulary that does not fit the BERT config is refused in one
 line naming the files, the variable and both shapes (compared before anything is restored)."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import os
 import pytest
 
 import training_helpers as th
-from bert_tf.training import handoff
+from bert_tf.model import checkpoints
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def exported(tmp_path_factory):
 
   directory = tmp_path_factory.mktemp("pretrained")
   config = th.tiny_bert_config()
-  handoff.export_encoder(BertEncoder(config), config, str(directory))
+  checkpoints.export_encoder(BertEncoder(config), config, str(directory))
   return str(directory), config
 
 
@@ -36,10 +36,10 @@ def test_check_vocab_fits(tmp_path, size, error):
   vocab = _write_vocab(tmp_path / "vocab.txt", size)
   config = dataclasses.replace(th.tiny_bert_config(), vocab_size=100)
   if error is None:
-    assert handoff.check_vocab_fits(vocab, config, "m/bert_config.json") == size
+    assert checkpoints.check_vocab_fits(vocab, config, "m/bert_config.json") == size
     return
   with pytest.raises(ValueError, match=error) as caught:
-    handoff.check_vocab_fits(vocab, config, "m/bert_config.json")
+    checkpoints.check_vocab_fits(vocab, config, "m/bert_config.json")
   message = str(caught.value)
   assert f"--vocab_file={vocab} has {size} tokens but m/bert_config.json says vocab_size=100" in message
   assert "\n" not in message
@@ -53,10 +53,10 @@ def test_check_vocab_fits_names_the_vocabulary_beside_the_config(tmp_path):
   config.to_json_file(str(model / "bert_config.json"))
   wrong = _write_vocab(tmp_path / "vocab.txt", 31)
   with pytest.raises(ValueError, match=f"pass --vocab_file={model / 'vocab.txt'} \\(beside bert_config.json\\)"):
-    handoff.check_vocab_fits(wrong, config, str(model / "bert_config.json"))
+    checkpoints.check_vocab_fits(wrong, config, str(model / "bert_config.json"))
 
 
-@pytest.mark.parametrize("form", [handoff.ENCODER_CHECKPOINT_DIR, handoff.ENCODER_SAVEDMODEL_DIR, ""])
+@pytest.mark.parametrize("form", [checkpoints.ENCODER_CHECKPOINT_DIR, checkpoints.ENCODER_SAVEDMODEL_DIR, ""])
 def test_restore_names_the_variable_both_shapes_and_the_config(exported, form):
   from bert_tf.model.encoder import BertEncoder
 
@@ -64,7 +64,7 @@ def test_restore_names_the_variable_both_shapes_and_the_config(exported, form):
   path = os.path.join(directory, form) if form else directory
   wider = dataclasses.replace(config, hidden_size=21)  # 3 heads of 7
   with pytest.raises(ValueError) as caught:
-    handoff.restore_encoder(BertEncoder(wider), path, config_source="wide/bert_config.json")
+    checkpoints.restore_encoder(BertEncoder(wider), path, config_source="wide/bert_config.json")
   message = str(caught.value)
   assert "does not match this encoder's bert_config.json (wide/bert_config.json): word_embeddings/embeddings: " \
          "the checkpoint has [99, 18], the model needs [99, 21]; pass the bert_config.json the checkpoint was " \
@@ -79,9 +79,9 @@ def test_restore_refuses_another_layer_count(exported):
   deeper = BertEncoder(dataclasses.replace(config, num_hidden_layers=2))
   with pytest.raises(ValueError, match=r"encoder_checkpoint/encoder: does not match this encoder's BERT config "
                      r"\(--bert_config_file\): the checkpoint has 1 layer, the model 2 \(num_hidden_layers\)"):
-    handoff.restore_encoder(deeper, directory)
+    checkpoints.restore_encoder(deeper, directory)
   with pytest.raises(ValueError, match="the SavedModel holds 19 encoder variables, the model 31"):
-    handoff.restore_encoder(deeper, os.path.join(directory, handoff.ENCODER_SAVEDMODEL_DIR))
+    checkpoints.restore_encoder(deeper, os.path.join(directory, checkpoints.ENCODER_SAVEDMODEL_DIR))
 
 
 def test_restore_names_the_config_beside_the_checkpoint_when_it_is_the_models(exported):
@@ -89,9 +89,9 @@ def test_restore_names_the_config_beside_the_checkpoint_when_it_is_the_models(ex
 
   directory, config = exported
   encoder = BertEncoder(config)
-  assert handoff.restore_encoder(encoder, directory).endswith("encoder_checkpoint/encoder")
-  assert handoff.describe_config(config, directory) == os.path.join(directory, "bert_config.json")
-  assert handoff.describe_config(dataclasses.replace(config, vocab_size=50), directory) is None
+  assert checkpoints.restore_encoder(encoder, directory).endswith("encoder_checkpoint/encoder")
+  assert checkpoints.describe_config(config, directory) == os.path.join(directory, "bert_config.json")
+  assert checkpoints.describe_config(dataclasses.replace(config, vocab_size=50), directory) is None
 
 
 def test_shapes_follow_the_object_graph_of_a_training_checkpoint(tmp_path):
@@ -108,11 +108,11 @@ def test_shapes_follow_the_object_graph_of_a_training_checkpoint(tmp_path):
   prefix = tf.train.Checkpoint(encoder=encoder, a=holder).write(str(tmp_path / "ckpt"))
   keys = [name for name, _ in tf.train.list_variables(prefix)]
   assert not any(k.startswith("encoder/layer_0/") for k in keys) and any(k.startswith("a/") for k in keys)
-  handoff.restore_encoder(BertEncoder(config), prefix)
+  checkpoints.restore_encoder(BertEncoder(config), prefix)
   other = BertEncoder(dataclasses.replace(config, intermediate_size=41))
   with pytest.raises(ValueError, match=r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
                      r"needs \[18, 41\]"):
-    handoff.restore_encoder(other, prefix)
+    checkpoints.restore_encoder(other, prefix)
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +155,11 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
   from bert_tf.training import finetuning
 
   directory, fine_tuned = classifier_dir
-  assert handoff.resolve_checkpoint(directory) == os.path.join(directory, "model")
-  assert handoff.find_encoder_root(os.path.join(directory, "model")) == "model/encoder"
+  assert checkpoints.resolve_checkpoint(directory) == os.path.join(directory, "model")
+  assert checkpoints.find_encoder_root(os.path.join(directory, "model")) == "model/encoder"
   assert finetuning.bert_config_for(None, directory) == fine_tuned.config
   encoder = BertEncoder(fine_tuned.config)
-  handoff.restore_encoder(encoder, directory)
+  checkpoints.restore_encoder(encoder, directory)
   assert _same(encoder, fine_tuned.encoder)
 
   # SQuAD from an MNLI classifier: the encoder, not the head (no squad.json there).
@@ -167,7 +167,7 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
   head = span.span_output.kernel.numpy()
   finetuning.init_encoder(span.encoder, directory, model=span, head=("squad.json", {}))
   assert _same(span.encoder, fine_tuned.encoder) and (span.span_output.kernel.numpy() == head).all()
-  assert handoff.task_head_mismatch(span, directory, "squad.json", {}) == "no squad.json (a model of another task)"
+  assert checkpoints.task_head_mismatch(span, directory, "squad.json", {}) == "no squad.json (a model of another task)"
 
   # The same task and labels: the head too. Other labels: the encoder only, and the reason.
   again = _built(classification.BertClassifier(fine_tuned.config, 3, dtype="float32"))
@@ -180,11 +180,11 @@ def test_a_fine_tuned_model_folder_gives_its_encoder_to_any_task(classifier_dir)
   reordered = {"task_name": "MNLI", "labels": labels[::-1]}
   finetuning.init_encoder(other.encoder, directory, model=other, head=(classification.SPEC_NAME, reordered))
   assert _same(other.encoder, fine_tuned.encoder) and (other.classifier.kernel.numpy() == kernel).all()
-  assert handoff.task_head_mismatch(other, directory, classification.SPEC_NAME, reordered) == (
+  assert checkpoints.task_head_mismatch(other, directory, classification.SPEC_NAME, reordered) == (
       f"its labels ['contradiction', 'entailment', 'neutral'] differ from this run's ['neutral', 'entailment', "
       f"'contradiction'] ({directory}/classifier.json)")
   two = _built(classification.BertClassifier(fine_tuned.config, 2, dtype="float32"))
-  assert handoff.task_head_mismatch(two, directory, classification.SPEC_NAME, {}) == (
+  assert checkpoints.task_head_mismatch(two, directory, classification.SPEC_NAME, {}) == (
       "classifier/kernel: the folder has [18, 3], this model needs [18, 2]")
 
 
@@ -206,7 +206,7 @@ def test_a_model_fine_tuned_with_dropout_gives_its_head_too(tmp_path):
   again = _built(classification.BertClassifier(config, 2, dtype="float32"))
   assert any("seed_generator" in v.path for v in again.variables)  # what made the check fail
   head = (classification.SPEC_NAME, {"task_name": "own", "labels": ["no", "yes"]})
-  assert handoff.task_head_mismatch(again, directory, *head) is None
+  assert checkpoints.task_head_mismatch(again, directory, *head) is None
   source = finetuning.init_encoder(again.encoder, directory, model=again, head=head)
   assert source == f"{directory} (encoder and task head)"
   assert (again.classifier.kernel.numpy() == fine_tuned.classifier.kernel.numpy()).all()
@@ -250,13 +250,13 @@ def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tm
 
 def test_an_init_checkpoint_that_is_not_there_empty_or_a_file_is_named_first(exported, tmp_path):
   directory, _ = exported
-  for good in (directory, directory + "/", os.path.join(directory, handoff.ENCODER_CHECKPOINT_DIR, "encoder"),
+  for good in (directory, directory + "/", os.path.join(directory, checkpoints.ENCODER_CHECKPOINT_DIR, "encoder"),
                "hf:bert-tf-tests/not-downloaded"):  # a released name is released.local_path's to check
-    handoff.check_checkpoint_path(good)
+    checkpoints.check_checkpoint_path(good)
 
   def refused(path, error=ValueError, flag="--init_checkpoint"):
     with pytest.raises(error) as caught:
-      handoff.check_checkpoint_path(str(path), flag)
+      checkpoints.check_checkpoint_path(str(path), flag)
     return str(caught.value)
 
   assert refused(tmp_path / "nothing", FileNotFoundError) == (
@@ -269,7 +269,7 @@ def test_an_init_checkpoint_that_is_not_there_empty_or_a_file_is_named_first(exp
   assert refused(tmp_path / "notes.txt") == (
       f"--init_checkpoint={tmp_path}/notes.txt is a file that is not a checkpoint; give a checkpoint prefix (the name "
       "before .index) or the model's folder")
-  prefix = os.path.join(directory, handoff.ENCODER_CHECKPOINT_DIR, "encoder")
+  prefix = os.path.join(directory, checkpoints.ENCODER_CHECKPOINT_DIR, "encoder")
   assert refused(prefix + ".index") == (
       f"--init_checkpoint={prefix}.index is a file that is not a checkpoint; give the checkpoint's prefix, "
       f"--init_checkpoint={prefix}")
@@ -285,22 +285,69 @@ def test_the_vocabulary_that_comes_with_each_form_of_init_checkpoint(exported, c
   from bert_tf.model import convert, released
 
   directory, _ = exported
-  assert handoff.find_vocab(directory) is None  # a pretraining --output_dir without one
+  assert checkpoints.find_vocab(directory) is None  # a pretraining --output_dir without one
   pretrain = tmp_path / "pretrain"
   shutil.copytree(directory, pretrain)
   vocab = th.write_vocab(pretrain)
-  for path in (pretrain, pretrain / handoff.ENCODER_CHECKPOINT_DIR, pretrain / handoff.ENCODER_CHECKPOINT_DIR /
-               "encoder", pretrain / handoff.ENCODER_SAVEDMODEL_DIR):
-    assert handoff.find_vocab(str(path)) == vocab, path
+  for path in (pretrain, pretrain / checkpoints.ENCODER_CHECKPOINT_DIR, pretrain / checkpoints.ENCODER_CHECKPOINT_DIR /
+               "encoder", pretrain / checkpoints.ENCODER_SAVEDMODEL_DIR):
+    assert checkpoints.find_vocab(str(path)) == vocab, path
   # A fine-tuned model's folder.
-  assert handoff.find_vocab(classifier_dir[0]) == os.path.join(classifier_dir[0], "vocab.txt")
+  assert checkpoints.find_vocab(classifier_dir[0]) == os.path.join(classifier_dir[0], "vocab.txt")
   # convert_checkpoint.py's three layouts, each with the vocab.txt it copies.
   converted = convert.load_ours(str(pretrain))
   for fmt, forms in (("ours", ("", "encoder", "encoder/ckpt-1")), ("tf1", ("", "bert_model.ckpt")), ("hf", ("",))):
     folder = tmp_path / fmt
     convert.SAVERS[fmt](converted, str(folder))
     for form in forms:
-      assert handoff.find_vocab(str(folder / form).rstrip("/")) == str(folder / "vocab.txt"), (fmt, form)
-  # hf:<id>: the folder it was converted into.
+      assert checkpoints.find_vocab(str(folder / form).rstrip("/")) == str(folder / "vocab.txt"), (fmt, form)
+  # hf:<id>: the folder it was converted into (released.local_path's, which fine-tuning asks first).
+  from bert_tf.training import finetuning
+
   monkeypatch.setattr(released, "local_path", lambda path: str(tmp_path / "ours") if path == "hf:org/m" else path)
-  assert handoff.find_vocab("hf:org/m") == str(tmp_path / "ours" / "vocab.txt")
+  assert finetuning.vocab_file_for(None, "hf:org/m") == str(tmp_path / "ours" / "vocab.txt")
+
+
+def test_checkpoint_kind_says_what_each_form_of_init_checkpoint_is(exported, classifier_dir, tmp_path):
+  """The one classification of --init_checkpoint: every form a user has, and the prefix each is read from."""
+  import shutil
+
+  import tensorflow as tf
+
+  from bert_tf.model import convert
+  from bert_tf.model.encoder import BertEncoder
+
+  directory, _ = exported
+  kind = checkpoints.checkpoint_kind
+  handoff_prefix = os.path.join(directory, checkpoints.ENCODER_CHECKPOINT_DIR, "encoder")
+  assert kind("hf:org/m") == checkpoints.CheckpointKind(checkpoints.RELEASED)
+  assert kind("keras_hub:bert_tiny_en_uncased") == checkpoints.CheckpointKind(checkpoints.RELEASED)
+  for form in (directory, directory + "/", os.path.join(directory, checkpoints.ENCODER_CHECKPOINT_DIR), handoff_prefix):
+    assert kind(form) == checkpoints.CheckpointKind(checkpoints.OURS, handoff_prefix), form
+  saved = os.path.join(directory, checkpoints.ENCODER_SAVEDMODEL_DIR)
+  assert kind(saved) == checkpoints.CheckpointKind(checkpoints.OURS, os.path.join(saved, "variables", "variables"))
+  assert kind(classifier_dir[0]) == checkpoints.CheckpointKind(checkpoints.TASK_MODEL,
+                                                                os.path.join(classifier_dir[0], "model"))
+  # A training --output_dir: its newest checkpoints/ckpt-N (the run has no hand-off yet), or that checkpoints/.
+  run = tmp_path / "run"
+  run.mkdir()
+  shutil.copy(os.path.join(directory, checkpoints.CONFIG_NAME), run)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(encoder=BertEncoder(th.tiny_bert_config())),
+                                       str(run / "checkpoints"), 2)
+  manager.save(checkpoint_number=3)
+  newest = str(run / "checkpoints" / "ckpt-3")
+  for form in (str(run), str(run / "checkpoints")):
+    assert kind(form) == checkpoints.CheckpointKind(checkpoints.RUN_DIR, newest), form
+  assert kind(newest) == checkpoints.CheckpointKind(checkpoints.OURS, newest)  # one checkpoint, by its prefix
+  # google-research's folder (no `checkpoint` state file) and prefix; a Hugging Face folder.
+  converted = convert.load_ours(directory)
+  convert.SAVERS["tf1"](converted, str(tmp_path / "tf1"))
+  tf1_prefix = str(tmp_path / "tf1" / "bert_model.ckpt")
+  for form in (str(tmp_path / "tf1"), tf1_prefix):
+    assert kind(form) == checkpoints.CheckpointKind(checkpoints.TF1, tf1_prefix), form
+  convert.SAVERS["hf"](converted, str(tmp_path / "hf"))
+  assert kind(str(tmp_path / "hf")) == checkpoints.CheckpointKind(checkpoints.HF_FOLDER)
+  # Nothing to read.
+  (tmp_path / "empty").mkdir()
+  assert kind(str(tmp_path / "empty")) is None
+  assert kind(str(tmp_path / "nothing")) is None

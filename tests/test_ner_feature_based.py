@@ -14,14 +14,16 @@ import tensorflow as tf
 import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
+from bert_tf.model import checkpoints
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.common import layer_choice as feature_choice
+from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import run as ner_run
 from bert_tf.tasks.ner import feature_based as nfb
 from bert_tf.tasks.ner import model as nf
-from bert_tf.training import finetuning, handoff, run_lock
+from bert_tf.training import finetuning, run_lock
 
 T = 13
 L = 4
@@ -89,7 +91,7 @@ def workdir(tmp_path_factory):
   for name in ("eng.train", "eng.testa", "eng.testb"):
     (directory / "conll" / name).write_text(CONLL)
   tf.keras.utils.set_random_seed(5)
-  handoff.export_encoder(BertEncoder(_config()), _config(), str(directory / "model"))
+  checkpoints.export_encoder(BertEncoder(_config()), _config(), str(directory / "model"))
   (directory / "model" / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
   return directory
 
@@ -132,7 +134,7 @@ def test_tagger_on_cached_layers_equals_tagger_on_windows_and_ignores_padding():
                                 outputs["embedding_output"].numpy())
   config = model.get_config()
   assert (config["choice"], config["lstm_units"], config["num_labels"]) == ("weighted_sum_all", 14, 7)
-  copy = nfb.float32_copy(model)
+  copy = float32_copy(model)
   np.testing.assert_array_equal(copy(inputs).numpy(), logits)
   with pytest.raises(ValueError, match="unknown feature choice; choose one of embeddings"):
     nfb.BertFeatureTagger(_config(), 7, "sum")

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
+from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import model as nf
 from bert_tf.training import finetuning, optimization, trainer
@@ -106,7 +107,7 @@ def test_token_classifier_outputs_one_dense_layer_on_every_position():
   clone(x)
   clone.set_weights(model.get_weights())
   np.testing.assert_array_equal(clone(x).numpy(), out.numpy())
-  np.testing.assert_array_equal(nf.float32_copy(model)(x).numpy(), out.numpy())
+  np.testing.assert_array_equal(float32_copy(model)(x).numpy(), out.numpy())
   assert nf.BertTokenClassifier(_config(), 3, dtype="mixed_bfloat16")(x).dtype == tf.float32
   with pytest.raises(ValueError, match="num_labels=1: a tagger needs at least O and one entity label"):
     nf.BertTokenClassifier(_config(), 1)

@@ -152,14 +152,14 @@ def test_a_full_disk_at_the_encoder_export_says_training_is_saved_and_what_to_fr
   import errno
 
   from bert_tf.errors import DiskFull
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   data = th.write_records(tmp_path / "data", num_files=1, per_file=5)
 
   def no_space(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
-  monkeypatch.setattr(handoff, "export_encoder", no_space)
+  monkeypatch.setattr(checkpoints, "export_encoder", no_space)
   config = pretraining.PretrainingConfig(
       input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=2, num_warmup_steps=0,

@@ -280,9 +280,9 @@ def test_no_nsp_and_ltr_runs_train_and_a_resume_with_other_options_is_refused(tm
   assert result.step == 2 and np.isfinite(result.metrics["lm_loss"]) and "mlm_loss" not in result.metrics
   assert result.history[-1]["loss"] == pytest.approx(result.metrics["lm_loss"], rel=1e-5)
   assert BertConfig.from_json_file(str(tmp_path / "ltr" / "bert_config.json")).causal_attention
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
-  encoder = handoff.load_encoder(str(tmp_path / "ltr"))
+  encoder = checkpoints.load_encoder(str(tmp_path / "ltr"))
   assert encoder.config.causal_attention and all(block.causal for block in encoder.transformer_layers)
   with pytest.raises(ValueError, match="other settings .*left_to_right: true -> false; dynamic_masking: false -> true"):
     pretraining.run_pretraining(_run_config(unmasked, tmp_path / "ltr", no_nsp=True, dynamic_masking=True,

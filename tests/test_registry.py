@@ -33,7 +33,7 @@ def test_the_tasks_folders_are_those_their_packages_and_the_converter_know():
   assert (tasks["classifier"].model_dir, tasks["classifier"].settings_name) == ("classifier", classifier.SPEC_NAME)
   for name, folder in (("ner", ner_folder), ("squad", squad_folder), ("swag", swag_folder)):
     assert (tasks[name].model_dir, tasks[name].settings_name) == (folder.MODEL_DIR, folder.SETTINGS_NAME), name
-  assert {(k.settings_name, k.model_dir, k.script, k.architecture) for k in convert_tasks.TASK_KINDS} == \
+  assert {(k.settings_name, k.model_dir, k.script, k.architecture) for k in convert_tasks.task_kinds()} == \
       {(t.settings_name, t.model_dir, f"run_{t.name}.py", t.hf_class) for t in tasks.values()}
 
 

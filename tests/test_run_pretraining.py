@@ -145,12 +145,12 @@ def test_smoke_run_writes_checkpoints_summaries_and_the_encoder(runs):
   assert f"evaluating {out / 'checkpoints' / f'ckpt-{STEPS}'}" in output and "step 1/" not in output
   assert (out / "eval_results.txt").read_text() == steps["whole_eval_results"]
 
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
-  encoder = handoff.load_encoder(str(out))
+  encoder = checkpoints.load_encoder(str(out))
   features = {"input_ids": tf.constant([[2, 7, 9, 3, 0]]), "input_mask": tf.constant([[1, 1, 1, 1, 0]]),
               "segment_ids": tf.zeros([1, 5], tf.int32)}
-  served = tf.saved_model.load(str(out / handoff.ENCODER_SAVEDMODEL_DIR)).signatures["serving_default"](**features)
+  served = tf.saved_model.load(str(out / checkpoints.ENCODER_SAVEDMODEL_DIR)).signatures["serving_default"](**features)
   np.testing.assert_allclose(served["pooled_output"], encoder(features)["pooled_output"], atol=1e-6)
 
 

@@ -26,13 +26,13 @@ def workdir(tmp_path_factory, bert_uncased_vocab_file):
   """A working directory with model/ (a tiny random encoder in the pretraining hand-off layout, with
   bert-base-uncased's vocab.txt) and the v2.0 fixture as train.json and dev.json."""
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   directory = tmp_path_factory.mktemp("squad_run")
   config = BertConfig.from_preset("tiny", vocab_size=30522, num_hidden_layers=1, hidden_size=18,
                                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=T + 4,
                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  handoff.export_encoder(BertEncoder(config), config, str(directory / "model"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(directory / "model"))
   shutil.copy(bert_uncased_vocab_file, directory / "model" / "vocab.txt")
   fixture = build_fixture(True)
   write_json(directory / "train.json", fixture)

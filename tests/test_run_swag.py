@@ -62,14 +62,14 @@ def workdir(tmp_path_factory):
   """model/ (a tiny random encoder in the pretraining hand-off layout, its vocab.txt) and data/ with train.csv
   (21 examples), val.csv (7) and test.csv (val's examples without labels)."""
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   directory = tmp_path_factory.mktemp("swag_run")
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
   config = BertConfig.from_preset("tiny", vocab_size=len(tokens), num_hidden_layers=1, hidden_size=18,
                                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=T + 4,
                                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-  handoff.export_encoder(BertEncoder(config), config, str(directory / "model"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(directory / "model"))
   (directory / "model" / "vocab.txt").write_text("\n".join(tokens) + "\n")
   (directory / "data").mkdir()
   write_csv(directory / "data" / "train.csv", learnable(21, seed=1))

@@ -26,7 +26,8 @@ from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.export import serving
 from bert_tf.tasks.classification import serving as classifier_serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, encode, save_classifier
+from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, save_classifier
+from bert_tf.tasks.common.features import encode
 
 # Odd sizes, so that no two dimensions coincide: 29 tokens, T = 11, positions 16, K = 3 labels.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "dog", "cat", "sat", "on", "mat", "run",

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bert_tf.data import tokenization
-from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.common.features import encode
 from bert_tf.tasks.swag import data as swag
 
 REAL_VAL = "/work/shared/data/swag/val_first91.csv"  # the first 91 rows of the real val.csv, when present
@@ -209,7 +209,7 @@ def test_encode_example_pairs_context_with_each_ending_and_truncates_each_pair(t
   ]
   assert [(e.input_ids, e.input_mask, e.segment_ids) for e in encoded] == wanted
   assert [e.truncated for e in encoded] == [False, False, True, False]
-  assert encoded == [classification.encode(tokenizer, a, b, T) for a, b in example.pairs()]
+  assert encoded == [encode(tokenizer, a, b, T) for a, b in example.pairs()]
 
 
 @pytest.mark.skipif(not os.path.exists(REAL_VAL), reason="the sample of the real val.csv is not here")

@@ -12,6 +12,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
 from bert_tf.model.encoder import BertEncoder
+from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import model as sf
 from bert_tf.training import finetuning, optimization, trainer
@@ -143,7 +144,7 @@ def test_the_head_scores_each_choice_alone_from_its_pooled_output(tokenizer):
   assert model.choice_score.kernel_initializer.get_config()["stddev"] == 0.02
   clone = sf.BertMultipleChoice.from_config(model.get_config())
   assert clone.config == model.config and clone.dropout_rate == 0.0
-  copy = sf.float32_copy(model)
+  copy = float32_copy(model, (1, swag.NUM_CHOICES, 2))
   np.testing.assert_array_equal(copy(x).numpy(), logits.numpy())
   mixed = sf.BertMultipleChoice(_config(), dtype="mixed_bfloat16")
   assert mixed(x).dtype == tf.bfloat16

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import training_helpers as th
-from bert_tf.training import checkpointing, handoff, optimization, pretraining, trainer
+from bert_tf.model import checkpoints
+from bert_tf.training import checkpointing, optimization, pretraining, trainer
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 
@@ -140,28 +141,28 @@ def test_restore_skips_a_checkpoint_whose_index_is_missing(tmp_path):
 def test_encoder_hand_off_in_every_form(trained, tmp_path):
   run, _ = trained
   config = th.tiny_bert_config()
-  paths = handoff.export_encoder(run.model.encoder, config, str(tmp_path))
+  paths = checkpoints.export_encoder(run.model.encoder, config, str(tmp_path))
   want = [w.numpy() for w in run.model.encoder.weights]
-  checkpoints = os.path.join(run.config.output_dir, "checkpoints")
+  training_checkpoints = os.path.join(run.config.output_dir, "checkpoints")
   ours = tmp_path / "ours"  # scripts/convert_checkpoint.py's layout: <dir>/encoder/ckpt-1 + state file
   tf.train.CheckpointManager(tf.train.Checkpoint(encoder=run.model.encoder), str(ours / "encoder"), 1).save()
-  forms = [str(tmp_path), paths["checkpoint"], os.path.join(str(tmp_path), handoff.ENCODER_CHECKPOINT_DIR),
-           paths["savedmodel"], checkpoints, tf.train.latest_checkpoint(checkpoints), str(ours)]
+  forms = [str(tmp_path), paths["checkpoint"], os.path.join(str(tmp_path), checkpoints.ENCODER_CHECKPOINT_DIR),
+           paths["savedmodel"], training_checkpoints, tf.train.latest_checkpoint(training_checkpoints), str(ours)]
   for form in forms:
-    encoder = handoff.load_encoder(form, config)
+    encoder = checkpoints.load_encoder(form, config)
     for got, w in zip(encoder.weights, want):
       np.testing.assert_array_equal(got.numpy(), w, err_msg=f"{form}: {got.path}")
-  assert handoff.load_encoder(str(tmp_path)).config == config  # bert_config.json found beside
+  assert checkpoints.load_encoder(str(tmp_path)).config == config  # bert_config.json found beside
 
   with pytest.raises(ValueError, match="does not match this encoder"):
-    handoff.load_encoder(str(tmp_path), th.tiny_bert_config().__class__.from_preset(
+    checkpoints.load_encoder(str(tmp_path), th.tiny_bert_config().__class__.from_preset(
         "tiny", vocab_size=th.VOCAB, num_hidden_layers=2, hidden_size=18, num_attention_heads=3))
   with pytest.raises(FileNotFoundError, match="--init_checkpoint"):
-    handoff.resolve_checkpoint(str(tmp_path / "nothing"))
+    checkpoints.resolve_checkpoint(str(tmp_path / "nothing"))
   tf1 = tf.train.Checkpoint(v=tf.Variable(1.0))
   tf1_prefix = tf1.write(str(tmp_path / "tf1" / "model"))
   with pytest.raises(ValueError, match="no `encoder` object"):
-    handoff.restore_encoder(handoff.load_encoder(str(tmp_path)), tf1_prefix)
+    checkpoints.restore_encoder(checkpoints.load_encoder(str(tmp_path)), tf1_prefix)
 
 
 def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path, trained):
@@ -175,7 +176,7 @@ def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path,
   result = pretraining.run_pretraining(config, strategy=STRATEGY)
   assert result.step == 2 and np.isfinite(result.metrics["mlm_loss"]) and result.metrics["mlm_loss"] > 0
   # Started from the trained encoder (a learning rate of 1e-9 keeps it there), not from a fresh one.
-  encoder = handoff.load_encoder(config.output_dir)
+  encoder = checkpoints.load_encoder(config.output_dir)
   for got, want in zip(encoder.weights, trained[0].model.encoder.weights):
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, err_msg=want.path)
 

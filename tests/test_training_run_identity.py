@@ -414,14 +414,14 @@ def sms(tmp_path_factory):
   same run with other logging and evaluation flags and --export_dir, --overwrite_output_dir, and one more epoch."""
   from bert_tf.config import BertConfig
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.training import handoff
+  from bert_tf.model import checkpoints
 
   root = tmp_path_factory.mktemp("sms")
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"] + WORDS
   (root / "vocab.txt").write_text("\n".join(tokens) + "\n")
   config = BertConfig.from_preset("tiny", vocab_size=len(tokens), hidden_size=18, num_attention_heads=3,
                                   intermediate_size=37, num_hidden_layers=1, max_position_embeddings=24)
-  handoff.export_encoder(BertEncoder(config), config, str(root / "pretrained"))
+  checkpoints.export_encoder(BertEncoder(config), config, str(root / "pretrained"))
   shutil.copytree(root / "pretrained", root / "pretrained2")
   rows = [(SPAM[i % 3], "spam") if i % 2 else (HAM[i % 3], "ham") for i in range(17)]
   _sms(root, rows, "train.csv")

@@ -1,4 +1,6 @@
-"""The encoder hand-off from pretraining to fine-tuning: the encoder alone, without the pretraining heads.
+"""Our checkpoints on disk: what a checkpoint given as --init_checkpoint is (`checkpoint_kind`), the encoder
+hand-off from pretraining to fine-tuning (the encoder alone, without the pretraining heads), reading an encoder
+from any of our forms, and a fine-tuned task model's folder.
 
 Written at the end of pretraining (or by `export_encoder`) under `<output_dir>/`:
 
@@ -15,10 +17,14 @@ The checkpoint forms (and a training checkpoint, whose root also holds the encod
 TensorFlow object-graph checkpoints with the encoder at `encoder`; the SavedModel's variables are read by
 position. One loader reads them all. `load_encoder` (and
 `restore_encoder`, for a model that already has its encoder) is what fine-tuning calls with --init_checkpoint.
+
+Paths here are local (or gs://); a released name (hf:<id>, keras_hub:<preset>) is first turned into its converted
+folder by bert_tf.model.released.local_path, which sits above this module (it converts with bert_tf.model.convert).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -29,7 +35,12 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.errors import first_line
 
+# Released weights by name (bert_tf.model.released downloads and converts them): hf:<model id>, keras_hub:<preset>.
+HF = "hf:"
+KERAS_HUB = "keras_hub:"
 ENCODER_CHECKPOINT_DIR = "encoder_checkpoint"
+TRAINING_CHECKPOINTS_DIR = "checkpoints"  # a training run's checkpoints/ckpt-<step> under its --output_dir
+TF1_CHECKPOINT_NAME = "bert_model.ckpt"  # google-research's released checkpoints' prefix
 ENCODER_SAVEDMODEL_DIR = "encoder_savedmodel"
 CONFIG_NAME = "bert_config.json"
 _PREFIX = "encoder"
@@ -80,6 +91,56 @@ def export_encoder(encoder, config: BertConfig, output_dir: str) -> dict[str, st
           "savedmodel": saved_dir}
 
 
+# What a checkpoint given as --init_checkpoint (or convert_checkpoint.py's --input) is: `checkpoint_kind`.
+RELEASED = "released"  # hf:<model id> / keras_hub:<preset>: bert_tf.model.released downloads and converts it
+HF_FOLDER = "hf"  # a Hugging Face folder (config.json, model.safetensors; an encoder or a model with a task head)
+TF1 = "tf1"  # a google-research checkpoint (TF1 variable names: bert/...): converted when read
+TASK_MODEL = "task_model"  # a fine-tuned model's folder (classifier/, squad_model/, ...): `save_task_model`'s
+RUN_DIR = "run_dir"  # a training --output_dir (or its checkpoints/) whose newest training checkpoint is read
+OURS = "ours"  # any other object checkpoint of ours: the hand-off, a converted `ours` folder, a prefix
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointKind:
+  """What `checkpoint_kind` found: `kind` (one of RELEASED, HF_FOLDER, TF1, TASK_MODEL, RUN_DIR, OURS) and the
+  checkpoint prefix to read (None for a released name and a Hugging Face folder, which hold none)."""
+
+  kind: str
+  prefix: str | None = None
+
+
+def checkpoint_kind(path: str) -> CheckpointKind | None:
+  """What the checkpoint at `path` is, in the one place that says it (every reader of --init_checkpoint asks
+  here); None when `path` holds no checkpoint (`resolve_checkpoint` says what is accepted). Reads file names and
+  a checkpoint's variable names only, nothing is downloaded."""
+  if is_released(path):
+    return CheckpointKind(RELEASED)
+  path = path.rstrip("/") or path
+  if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")) and \
+      not tf.io.gfile.exists(os.path.join(path, CONFIG_NAME)):
+    return CheckpointKind(HF_FOLDER)
+  try:
+    prefix = resolve_checkpoint(path)
+  except FileNotFoundError:
+    # A google-research model folder: bert_model.ckpt.* without a `checkpoint` state file.
+    prefix = os.path.join(path, TF1_CHECKPOINT_NAME)
+    if not (tf.io.gfile.isdir(path) and tf.io.gfile.exists(prefix + ".index")):
+      return None
+  if any(name.startswith("bert/") for name, _ in tf.train.list_variables(prefix)):
+    return CheckpointKind(TF1, prefix)
+  if is_task_model_dir(path):
+    return CheckpointKind(TASK_MODEL, prefix)
+  if tf.io.gfile.isdir(path) and os.path.basename(prefix).startswith("ckpt-") and \
+      os.path.dirname(prefix) in (path, os.path.join(path, TRAINING_CHECKPOINTS_DIR)):
+    return CheckpointKind(RUN_DIR, prefix)
+  return CheckpointKind(OURS, prefix)
+
+
+def is_released(path: str | None) -> bool:
+  """Whether `path` names released weights (hf:<model id>, keras_hub:<preset>) rather than a file or folder."""
+  return bool(path) and path.startswith((HF, KERAS_HUB))
+
+
 def resolve_checkpoint(path: str) -> str:
   """Any accepted form of --init_checkpoint -> the checkpoint prefix to read.
 
@@ -87,12 +148,10 @@ def resolve_checkpoint(path: str) -> str:
   or encoder_savedmodel/ directory; a pretraining --output_dir (its encoder_checkpoint/, else the newest
   training checkpoint); an output directory of scripts/convert_checkpoint.py (`ours`, its encoder/); a
   fine-tuned task model's folder (classifier/, squad_model/, ...: its `model`); a fine-tuning --output_dir
-  (its newest training checkpoint); a directory with a `checkpoint` state file; a released model by name
-  (`hf:<model id>`, `keras_hub:<preset>`, see bert_tf.model.released).
+  (its newest training checkpoint); a directory with a `checkpoint` state file. A released model by name
+  (`hf:<model id>`, `keras_hub:<preset>`) is its folder from bert_tf.model.released.local_path.
   """
-  from bert_tf.model import released
-
-  path = released.local_path(path)  # hf:<id> / keras_hub:<preset>: their converted folder.
+  path = path.rstrip("/") or path
   if tf.io.gfile.exists(path + ".index"):
     return path
   if tf.io.gfile.isdir(path):
@@ -123,9 +182,7 @@ def check_checkpoint_path(path: str, flag: str = "--init_checkpoint") -> None:
   the message names what to give instead); one line, naming `flag`=`path` first. A released name (hf:,
   keras_hub:) is left to bert_tf.model.released; what a non-empty folder holds, to the loaders.
   """
-  from bert_tf.model import released
-
-  if released.is_released(path):
+  if is_released(path):
     return
   path = path.rstrip("/") or path
   if tf.io.gfile.isdir(path):
@@ -156,10 +213,8 @@ def find_vocab(path: str) -> str | None:
   `path` names (a converted or Hugging Face model, `hf:<id>`, a fine-tuned model's classifier/ or squad_model/,
   a google-research folder, a pretraining --output_dir that has one), else beside the bert_config.json that
   `find_config` reads for it (a checkpoint prefix's folder, a converted model's encoder/ or a pretraining run's
-  encoder_checkpoint/ one level down)."""
-  from bert_tf.model import released
-
-  path = released.local_path(path)
+  encoder_checkpoint/ one level down). A released name: give released.local_path's folder."""
+  path = path.rstrip("/") or path
   folders = [path] if tf.io.gfile.isdir(path) else []
   config = find_config(path)
   if config:

@@ -12,7 +12,7 @@ Layouts on disk:
         <dir>/encoder/ckpt-1.{index,data-00000-of-00001} + <dir>/encoder/checkpoint, written by
         tf.train.Checkpoint(encoder=..., [mlm_head=..., nsp_head=...]); the heads only when the source had
         them. `tf.train.Checkpoint(encoder=encoder).read(prefix)` reads the encoder alone, as
-        bert_tf.training.handoff.restore_encoder(encoder, <dir>) does for fine-tuning.
+        bert_tf.model.checkpoints.restore_encoder(encoder, <dir>) does for fine-tuning.
   tf1:  <dir>/bert_model.ckpt.{index,data-00000-of-00001} (TF1 variable names, as google-research
         releases them; no graph), <dir>/bert_config.json, <dir>/vocab.txt.
   hf:   <dir>/config.json, <dir>/model.safetensors (or sharded, with model.safetensors.index.json when read),
@@ -40,13 +40,14 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
+from bert_tf.model.checkpoints import TF1_CHECKPOINT_NAME, TRAINING_CHECKPOINTS_DIR
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pretraining import BertPretrainer
 
 BERT_CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 ENCODER_DIR = "encoder"  # Subdirectory of an `ours` output holding the checkpoint.
-TF1_CHECKPOINT_NAME = "bert_model.ckpt"
 HEADS = ("mlm_head", "nsp_head")
 HEAD_SCOPES = {"mlm_head": "cls/predictions/", "nsp_head": "cls/seq_relationship/"}  # Their TF1 scopes.
 
@@ -160,20 +161,18 @@ def set_tf1_weights(links: dict[str, list[Link]], weights: dict[str, np.ndarray]
   is named as the likely culprit); MissingTensorsError listing the TF1 names missing from `weights`. In every
   case nothing is assigned.
   """
-  from bert_tf.training import handoff
-
   if "encoder" in links:
     model_layers = sum(1 for link in links["encoder"] if link.names[0].endswith("/attention/self/query/kernel"))
-    problem = handoff.layer_count_mismatch(model_layers, weights, r"bert/encoder/layer_(\d+)/")
+    problem = checkpoints.layer_count_mismatch(model_layers, weights, r"bert/encoder/layer_(\d+)/")
     if problem:
-      raise ValueError(handoff.mismatch_message(source, problem, config_source))
+      raise ValueError(checkpoints.mismatch_message(source, problem, config_source))
   missing = sorted(n for group in links.values() for link in group for n in link.names if n not in weights)
   if missing:
     raise MissingTensorsError(_missing_message(missing, source))
   try:
     values = [(link, link.from_tf1(weights)) for group in links.values() for link in group]
   except ValueError as e:
-    raise ValueError(handoff.mismatch_message(source, str(e), config_source)) from None
+    raise ValueError(checkpoints.mismatch_message(source, str(e), config_source)) from None
   for link, value in values:
     link.variable.assign(value)
   used = {n for group in links.values() for link in group for n in link.names}
@@ -577,7 +576,6 @@ def load_keras_hub(preset: str, dtype=None) -> Converted:
                           vocab_file=vocab_file, dtype=dtype)
 
 
-TRAINING_CHECKPOINTS_DIR = "checkpoints"  # <output_dir>/checkpoints/ckpt-<step> of a training run.
 
 
 def _training_checkpoint(directory: str, step: int | None) -> str | None:
@@ -598,10 +596,8 @@ def _training_checkpoint(directory: str, step: int | None) -> str | None:
 
 def our_checkpoint(path: str, step: int | None = None) -> tuple[str, str]:
   """(checkpoint prefix, its bert_config.json) of anything `load_ours` reads; see there."""
-  from bert_tf.training import handoff
-
   prefix = our_prefix(path, step)
-  config = handoff.find_config(prefix)
+  config = checkpoints.find_config(prefix)
   if config is None:
     raise FileNotFoundError(f"{prefix}: no {BERT_CONFIG_NAME} in or beside it")
   return prefix, config
@@ -610,8 +606,6 @@ def our_checkpoint(path: str, step: int | None = None) -> tuple[str, str]:
 def our_prefix(path: str, step: int | None = None) -> str:
   """The checkpoint prefix of anything `load_ours` reads (a fine-tuning run's checkpoints too); FileNotFoundError
   saying what is accepted when `path` holds no object checkpoint of bert_tf's."""
-  from bert_tf.training import handoff
-
   path = path.rstrip("/")
   prefix = None
   if tf.io.gfile.exists(path + ".index"):
@@ -627,10 +621,10 @@ def our_prefix(path: str, step: int | None = None) -> str:
       raise FileNotFoundError(f"--step={step}: {path} has no training checkpoints ({TRAINING_CHECKPOINTS_DIR}/)")
     if prefix is None:
       try:
-        prefix = handoff.resolve_checkpoint(path)
+        prefix = checkpoints.resolve_checkpoint(path)
       except FileNotFoundError:
         prefix = None
-  if prefix is None or handoff.find_encoder_root(prefix) is None:
+  if prefix is None or checkpoints.find_encoder_root(prefix) is None:
     raise FileNotFoundError(
         f"{path}: no checkpoint of bert_tf's here: give a directory written by scripts/convert_checkpoint.py "
         f"(its {ENCODER_DIR}/), a pretraining --output_dir (its {TRAINING_CHECKPOINTS_DIR}/, with the heads, or "
@@ -643,19 +637,17 @@ def load_ours(path: str, dtype=None, step: int | None = None) -> Converted:
   newest checkpoints/ckpt-N, or ckpt-<step>, with the pretraining heads; encoder_checkpoint/ when it has no
   checkpoints/); a fine-tuned task model's folder or a fine-tuning --output_dir (the encoder); or a checkpoint
   prefix. The heads are loaded when the checkpoint has them (as root objects `mlm_head`, `nsp_head`)."""
-  from bert_tf.training import handoff
-
   prefix, config_path = our_checkpoint(path, step)
   config = BertConfig.from_json_file(config_path)
-  root = handoff.find_encoder_root(prefix)
+  root = checkpoints.find_encoder_root(prefix)
   roots = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
-  heads = tuple(h for h in HEADS if h in roots and root == handoff.ENCODER_ROOTS[0])  # Pretraining's.
+  heads = tuple(h for h in HEADS if h in roots and root == checkpoints.ENCODER_ROOTS[0])  # Pretraining's.
   encoder = BertEncoder(config, dtype=dtype)
   pretrainer = BertPretrainer(config, encoder=encoder, dtype=dtype) if heads else None
-  problem = handoff.object_checkpoint_mismatch(encoder, prefix, root=root)
+  problem = checkpoints.object_checkpoint_mismatch(encoder, prefix, root=root)
   if problem:
-    raise ValueError(handoff.mismatch_message(prefix, problem, config_path))
-  status = handoff.checkpoint_of(encoder, root, **{h: getattr(pretrainer, h) for h in heads}).read(prefix)
+    raise ValueError(checkpoints.mismatch_message(prefix, problem, config_path))
+  status = checkpoints.checkpoint_of(encoder, root, **{h: getattr(pretrainer, h) for h in heads}).read(prefix)
   status.expect_partial().assert_existing_objects_matched()
   return Converted(config, encoder, pretrainer, heads, _vocab_beside(os.path.dirname(config_path)))
 

@@ -1,6 +1,8 @@
 """Fine-tuned task models to Hugging Face and back, head and labels included.
 
-Each task's head is one dense layer, and each has a transformers class that computes the same thing:
+Each task's head is one dense layer, and each has a transformers class that computes the same thing. Each task
+package supplies its own mapping (a `TaskKind`, from its registered task's `hf_head()`: bert_tf.registry), so
+that this module knows no task; `task_kinds()` lists them. Today's:
 
   task (our folder, settings)           ours (layer, kernel)             transformers class (head tensor)
   classification (classifier/,          classifier [H, K] on the pooled  BertForSequenceClassification
@@ -41,7 +43,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 from typing import Any, Callable
 
 import numpy as np
@@ -49,17 +50,28 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.model import convert
-from bert_tf.training import handoff
+from bert_tf.model import checkpoints, convert
 
 HF_SETTINGS_NAME = "bert_tf.json"  # Our settings, beside a Hugging Face folder's weights.
 
 
+def _no_label_fields(settings: dict[str, Any]) -> dict[str, Any]:
+  return {}
+
+
+def _no_refusal(settings: dict[str, Any]) -> str | None:
+  return None
+
+
+def _one_window(settings: dict[str, Any]) -> list[int]:
+  return [1, 2]
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskKind:
-  """A task whose fine-tuned model has a transformers class."""
+  """A task whose fine-tuned model has a transformers class: what its task package supplies."""
 
-  name: str
+  name: str  # written as bert_tf.json's "task" beside a Hugging Face folder
   settings_name: str  # the settings file of its model folder
   model_dir: str  # that folder's name under a run's --output_dir
   script: str  # the script that writes it
@@ -67,18 +79,22 @@ class TaskKind:
   layer: str  # the head's attribute on our model (a keras Dense)
   hf_head: str  # the head's name in transformers' state dict
   pooler: bool  # whether transformers' class has the pooler
+  # (config, settings) -> the task's float32 model, unbuilt; its settings (its labels) say how many outputs.
+  build: Callable[[BertConfig, dict[str, Any]], Any]
+  # (config.json's values, the head's outputs, the model's name, config.json's path, the longest sequence, the
+  # casing) -> the settings of the model folder (before bert_tf.json's); ValueError for a head ours cannot keep.
+  hf_settings: Callable[..., dict[str, Any]]
+  outputs: int | None = None  # the head's outputs when fixed (SQuAD's start and end: 2); None: from the labels
+  label_fields: Callable[[dict[str, Any]], dict[str, Any]] = _no_label_fields  # config.json's label keys
+  refusal: Callable[[dict[str, Any]], str | None] = _no_refusal  # why a folder's model has no transformers class
+  input_shape: Callable[[dict[str, Any]], list[int]] = _one_window  # of one int32 input, to build the model
 
 
-TASK_KINDS = (
-    TaskKind("classification", "classifier.json", "classifier", "run_classifier.py", "BertForSequenceClassification",
-             "classifier", "classifier", True),
-    TaskKind("squad", "squad.json", "squad_model", "run_squad.py", "BertForQuestionAnswering", "span_output",
-             "qa_outputs", False),
-    TaskKind("ner", "ner.json", "ner_model", "run_ner.py", "BertForTokenClassification", "tag_output", "classifier",
-             False),
-    TaskKind("swag", "swag.json", "swag_model", "run_swag.py", "BertForMultipleChoice", "choice_score", "classifier",
-             True),
-)
+def task_kinds() -> tuple[TaskKind, ...]:
+  """The head mapping of every registered task that has one (each task package's `hf_head()`), by task name."""
+  from bert_tf import registry
+
+  return tuple(kind for kind in (task.hf_head() for task in registry.tasks()) if kind is not None)
 
 
 @dataclasses.dataclass
@@ -103,40 +119,16 @@ def build_model(kind: TaskKind, config: BertConfig, settings: dict[str, Any]):
   """A float32 model of `kind` for `settings` (its labels say how many outputs), its variables made."""
   from bert_tf.model.encoder import INPUT_NAMES
 
-  shape = [1, 2]
-  if kind.name == "classification":
-    from bert_tf.tasks.classification.classifier import BertClassifier
-
-    model = BertClassifier(config, len(settings["labels"]) or 1, dtype="float32")
-  elif kind.name == "squad":
-    from bert_tf.tasks.squad.model import BertSpanLabeler
-
-    model = BertSpanLabeler(config, dtype="float32")
-  elif kind.name == "ner":
-    from bert_tf.tasks.ner.model import BertTokenClassifier
-
-    model = BertTokenClassifier(config, len(settings["labels"]), dtype="float32")
-  else:
-    from bert_tf.tasks.swag.model import BertMultipleChoice
-
-    model = BertMultipleChoice(config, dtype="float32")
-    shape = [1, int(settings.get("num_choices", 4)), 2]
-  model({name: tf.zeros(shape, tf.int32) for name in INPUT_NAMES})
+  model = kind.build(config, settings)
+  model({name: tf.zeros(kind.input_shape(settings), tf.int32) for name in INPUT_NAMES})
   return model
 
 
 def folder_kind(directory: str) -> TaskKind | None:
   """The task of a fine-tuned model's folder (by its settings file), None for anything else."""
-  if not handoff.is_task_model_dir(directory):
+  if not checkpoints.is_task_model_dir(directory):
     return None
-  return next((k for k in TASK_KINDS if tf.io.gfile.exists(os.path.join(directory, k.settings_name))), None)
-
-
-def _feature_based(kind: TaskKind, settings: dict[str, Any]) -> str | None:
-  if kind.name == "ner" and settings.get("feature_based"):
-    return ("a feature-based NER tagger (--feature_based: a BiLSTM on the frozen encoder's layers) has no Hugging "
-            "Face class; convert it to ours or tf1 (the encoder), or fine-tune a tagger without --feature_based")
-  return None
+  return next((k for k in task_kinds() if tf.io.gfile.exists(os.path.join(directory, k.settings_name))), None)
 
 
 # -- Ours ------------------------------------------------------------------------------------------------------
@@ -144,10 +136,11 @@ def _feature_based(kind: TaskKind, settings: dict[str, Any]) -> str | None:
 
 def _checkpoint_kind(prefix: str) -> TaskKind | None:
   """The task whose head a fine-tuning checkpoint or task model (`model/<head layer>`) holds, else None."""
-  if handoff.find_encoder_root(prefix) is None:
+  if checkpoints.find_encoder_root(prefix) is None:
     return None
-  found = handoff.has_objects(prefix, [f"model/{kind.layer}" for kind in TASK_KINDS])
-  return next((kind for kind, has in zip(TASK_KINDS, found) if has), None)
+  kinds = task_kinds()
+  found = checkpoints.has_objects(prefix, [f"model/{kind.layer}" for kind in kinds])
+  return next((kind for kind, has in zip(kinds, found) if has), None)
 
 
 def _run_folder(prefix: str, kind: TaskKind) -> str:
@@ -172,26 +165,26 @@ def load_ours(path: str, dtype=None, step: int | None = None) -> convert.Convert
   if kind is None:
     return convert.load_ours(path, dtype=dtype, step=step)
   directory = os.path.dirname(prefix)
-  in_folder = os.path.basename(prefix) == handoff.TASK_MODEL_PREFIX and folder_kind(directory) == kind
+  in_folder = os.path.basename(prefix) == checkpoints.TASK_MODEL_PREFIX and folder_kind(directory) == kind
   folder = directory if in_folder else _run_folder(prefix, kind)
-  settings = handoff.read_settings_file(os.path.join(folder, kind.settings_name))
+  settings = checkpoints.read_settings_file(os.path.join(folder, kind.settings_name))
   vocab_file = convert._vocab_beside(folder)  # pylint: disable=protected-access
-  config_path = os.path.join(folder, handoff.CONFIG_NAME)
+  config_path = os.path.join(folder, checkpoints.CONFIG_NAME)
   config = BertConfig.from_json_file(config_path)
-  refusal = _feature_based(kind, settings)
+  refusal = kind.refusal(settings)
   if refusal:  # Its encoder still converts to ours or tf1.
     from bert_tf.model.encoder import BertEncoder
 
     encoder = BertEncoder(config, dtype="float32")
-    handoff.restore_encoder(encoder, prefix, config_path)
+    checkpoints.restore_encoder(encoder, prefix, config_path)
     return convert.Converted(config, encoder, vocab_file=vocab_file, task=TaskModel(kind, None, settings, refusal))
   model = build_model(kind, config, settings)
   written_by = f"{kind.script} (<output_dir>/{kind.model_dir}/)"
-  handoff.restore_task_model(model, folder, written_by)
+  checkpoints.restore_task_model(model, folder, written_by)
   if not in_folder:
-    problem = handoff.object_checkpoint_mismatch(model.encoder, prefix, root=handoff.ENCODER_ROOTS[1])
+    problem = checkpoints.object_checkpoint_mismatch(model.encoder, prefix, root=checkpoints.ENCODER_ROOTS[1])
     if problem:
-      raise ValueError(handoff.mismatch_message(prefix, problem, config_path))
+      raise ValueError(checkpoints.mismatch_message(prefix, problem, config_path))
     try:
       tf.train.Checkpoint(model=model).read(prefix).expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError) as e:
@@ -213,8 +206,8 @@ def save_ours(converted: convert.Converted, output_dir: str) -> str:
     raise ValueError(f"a {task.kind.name} model's folder needs its vocab.txt, and the source has none; pass "
                      "--vocab_file")
   text = json.dumps(task.settings, indent=2) + "\n"
-  handoff.save_task_model(task.model, task.kind.settings_name, text, converted.vocab_file, output_dir)
-  return os.path.join(output_dir, handoff.TASK_MODEL_PREFIX)
+  checkpoints.save_task_model(task.model, task.kind.settings_name, text, converted.vocab_file, output_dir)
+  return os.path.join(output_dir, checkpoints.TASK_MODEL_PREFIX)
 
 
 def save_tf1(converted: convert.Converted, output_dir: str) -> str:
@@ -241,17 +234,17 @@ def _read_json(path: str) -> dict | None:
 
 
 def hf_task_kind(directory: str) -> TaskKind | None:
-  """The task of a Hugging Face folder whose config.json names one of `TASK_KINDS`' classes (in `architectures`);
+  """The task of a Hugging Face folder whose config.json names one of `task_kinds()`' classes (in `architectures`);
   None for anything else (an encoder, another class, a folder of ours, not a folder)."""
-  if not directory or not tf.io.gfile.isdir(directory) or \
-      tf.io.gfile.exists(os.path.join(directory, handoff.CONFIG_NAME)):
+  found = checkpoints.checkpoint_kind(directory) if directory else None
+  if found is None or found.kind != checkpoints.HF_FOLDER:
     return None
   values = _read_json(os.path.join(directory, "config.json")) or {}
   architectures = values.get("architectures") or []
-  return next((kind for kind in TASK_KINDS if kind.architecture in architectures), None)
+  return next((kind for kind in task_kinds() if kind.architecture in architectures), None)
 
 
-def _labels(values: dict, outputs: int, source: str) -> list[str]:
+def labels_of(values: dict, outputs: int, source: str) -> list[str]:
   """The label of each of a head's `outputs` from config.json's id2label; `LABEL_<i>` (transformers' name for an
   unnamed id) and a missing id2label give "<i>"."""
   id2label = values.get("id2label") or {}
@@ -269,38 +262,6 @@ def _labels(values: dict, outputs: int, source: str) -> list[str]:
   return labels
 
 
-def _task_name(values: dict, name: str) -> tuple[str, bool | None]:
-  """(a classifier's task name, whether it takes pairs when known): a GLUE task's when config.json's
-  finetuning_task names one (transformers' run_glue.py writes it), else the model's name."""
-  from bert_tf.tasks.classification import glue
-
-  task = values.get("finetuning_task")
-  if isinstance(task, str):
-    try:
-      found = glue.get_task(task)
-      return found.name, found.is_pair
-    except ValueError:
-      name = task
-  name = name.removeprefix("hf:").rstrip("/").rsplit("/", 1)[-1]  # hf:<org>/<model>, or a folder
-  return re.sub(r"[^a-z0-9_-]+", "_", name.lower()).strip("_") or "classifier", None
-
-
-def _entity_scheme(labels: list[str]) -> tuple[str, list[str]]:
-  """(label_scheme, entity types) of a tagger's labels: IOB2 or BIOES when every label is O or <B|I|E|S>-<type>,
-  else plain (a tag set of its own: part of speech, ...)."""
-  from bert_tf.tasks.ner import data as ner
-  from bert_tf.tasks.ner.metrics import split_tag
-
-  try:
-    parts = [split_tag(label) for label in labels]
-  except ValueError:
-    return ner.PLAIN, []
-  types = sorted({kind for _, kind in parts if kind})
-  if not types:
-    return ner.PLAIN, []
-  return ("BIOES" if any(prefix in ("E", "S") for prefix, _ in parts) else "IOB2"), types
-
-
 def _hf_settings(kind: TaskKind, values: dict, directory: str, outputs: int, name: str,
                  config: BertConfig, vocab_file: str | None) -> dict[str, Any]:
   """The settings file of a task model converted from the Hugging Face folder `directory` (see the module
@@ -313,30 +274,9 @@ def _hf_settings(kind: TaskKind, values: dict, directory: str, outputs: int, nam
   longest = config.max_position_embeddings
   if isinstance(tokenizer.get("model_max_length"), int) and 2 < tokenizer["model_max_length"] < longest:
     longest = tokenizer["model_max_length"]
-  problem_type = values.get("problem_type")
-  expected = {"squad": 2, "swag": 1}.get(kind.name)
-  if expected and outputs != expected:
-    raise ValueError(f"{directory}: a {kind.architecture} head has {expected} output(s), this one {outputs}")
-  if kind.name == "classification":
-    if problem_type == "multi_label_classification":
-      raise ValueError(f"{source}: problem_type multi_label_classification (a sigmoid per label) has no classifier "
-                       "here (one softmax over the labels); fine-tune it as single-label, or keep it in transformers")
-    if problem_type == "regression" and outputs != 1:
-      raise ValueError(f"{source}: a regression of {outputs} outputs; ours predicts one number (STS-B's)")
-    task_name, is_pair = _task_name(values, name)
-    labels = [] if outputs == 1 else _labels(values, outputs, source)
-    settings = {"task_name": task_name, "labels": labels, "is_pair": bool(is_pair), "max_seq_length": longest,
-                "do_lower_case": do_lower_case}
-  elif kind.name == "squad":
-    settings = {"max_seq_length": min(384, longest), "doc_stride": 128, "max_query_length": 64,
-                "do_lower_case": do_lower_case, "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
-  elif kind.name == "ner":
-    labels = _labels(values, outputs, source)
-    scheme, types = _entity_scheme(labels)
-    settings = {"labels": labels, "label_scheme": scheme, "types": types, "train_tag_scheme": scheme,
-                "max_seq_length": min(128, longest), "do_lower_case": do_lower_case, "document_context": False}
-  else:
-    settings = {"max_seq_length": min(128, longest), "do_lower_case": do_lower_case, "num_choices": 4}
+  if kind.outputs and outputs != kind.outputs:
+    raise ValueError(f"{directory}: a {kind.architecture} head has {kind.outputs} output(s), this one {outputs}")
+  settings = kind.hf_settings(values, outputs, name, source, longest, do_lower_case)
   ours = _read_json(os.path.join(directory, HF_SETTINGS_NAME))
   if ours and ours.get("task") == kind.name and isinstance(ours.get("settings"), dict):
     if ours["settings"].get("labels") == settings.get("labels"):
@@ -344,7 +284,7 @@ def _hf_settings(kind: TaskKind, values: dict, directory: str, outputs: int, nam
     else:
       logging.warning("%s: its labels differ from config.json's id2label (the model was changed after it was "
                       "written); using config.json's", os.path.join(directory, HF_SETTINGS_NAME))
-  return {**settings, handoff.CONVERTED_FROM: name}
+  return {**settings, checkpoints.CONVERTED_FROM: name}
 
 
 def load_hf(directory: str, dtype=None, name: str | None = None) -> convert.Converted:
@@ -390,19 +330,10 @@ def load_hf(directory: str, dtype=None, name: str | None = None) -> convert.Conv
                            task=TaskModel(kind, model, settings))
 
 
-def _label_fields(kind: TaskKind, settings: dict[str, Any]) -> dict[str, Any]:
-  """config.json's label keys for a task model's `settings`."""
-  labels = settings.get("labels")
-  if kind.name == "classification" and not labels:
-    return {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}, "problem_type": "regression",
-            "finetuning_task": settings["task_name"]}
-  if kind.name not in ("classification", "ner"):
-    return {}
-  fields = {"id2label": {str(i): label for i, label in enumerate(labels)},
-            "label2id": {label: i for i, label in enumerate(labels)}}
-  if kind.name == "classification":
-    fields.update(problem_type="single_label_classification", finetuning_task=settings["task_name"])
-  return fields
+def label_fields(labels: list[str]) -> dict[str, Any]:
+  """config.json's id2label and label2id for a head's `labels`, in id order."""
+  return {"id2label": {str(i): label for i, label in enumerate(labels)},
+          "label2id": {label: i for i, label in enumerate(labels)}}
 
 
 def save_hf(converted: convert.Converted, output_dir: str) -> str:
@@ -415,7 +346,7 @@ def save_hf(converted: convert.Converted, output_dir: str) -> str:
     raise ValueError(task.refusal)
   kind, model = task.kind, task.model
   values = convert.hf_config(converted.config, architecture=kind.architecture)
-  values.update(_label_fields(kind, task.settings))
+  values.update(kind.label_fields(task.settings))
   weights = convert.get_tf1_weights({"encoder": convert.tf1_links(model.encoder)["encoder"]})
   if not kind.pooler:  # transformers' class has none (it would report the tensors as unexpected)
     weights = {name: value for name, value in weights.items() if not name.startswith("bert/pooler/")}
@@ -423,7 +354,7 @@ def save_hf(converted: convert.Converted, output_dir: str) -> str:
   layer = getattr(model, kind.layer)
   state[f"{kind.hf_head}.weight"] = np.ascontiguousarray(np.asarray(layer.kernel.numpy()).T)  # [K, H]
   state[f"{kind.hf_head}.bias"] = np.asarray(layer.bias.numpy())
-  settings = {k: v for k, v in task.settings.items() if k != handoff.CONVERTED_FROM}
+  settings = {k: v for k, v in task.settings.items() if k != checkpoints.CONVERTED_FROM}
   tf.io.gfile.makedirs(output_dir)
   fileio.write_text_atomic(os.path.join(output_dir, HF_SETTINGS_NAME),
                            json.dumps({"task": kind.name, "settings": settings}, indent=2) + "\n")

@@ -19,19 +19,14 @@ import logging
 import os
 
 from bert_tf import fileio
+from bert_tf.model.checkpoints import HF, KERAS_HUB
 
-HF = "hf:"
-KERAS_HUB = "keras_hub:"
 # What a BERT model needs from an HF repository (not the other frameworks' copies of the weights).
 HF_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors", "vocab.txt",
             "tokenizer_config.json", "special_tokens_map.json"]
 # Taken when there, not in every repository: the tokenizer that transformers 5 saves instead of vocab.txt, and
 # our settings beside a fine-tuned model we converted (bert_tf.model.convert_tasks).
 HF_OPTIONAL_FILES = ["tokenizer.json", "bert_tf.json"]
-
-
-def is_released(path: str | None) -> bool:
-  return bool(path) and path.startswith((HF, KERAS_HUB))
 
 
 def cache_dir() -> str:

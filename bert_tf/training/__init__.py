@@ -5,7 +5,6 @@
   inputs         the pretraining input pipeline over sharded TFRecords; in-graph dynamic masking
   trainer        Task (what a task supplies) and Trainer (the custom loop every task runs through)
   checkpointing  checkpoints that survive kill and SIGTERM; chief-only writes under multiple workers
-  handoff        the encoder alone, for fine-tuning: export_encoder, load_encoder, restore_encoder
   pretraining    PretrainingTask and run_pretraining (what scripts/run_pretraining.py calls)
   run_identity   what a run is (<output_dir>/run.json): a rerun that would change it is refused, more steps resume
 """

@@ -21,7 +21,8 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.training import distribute, handoff, optimization, run_identity, trainer
+from bert_tf.model import checkpoints
+from bert_tf.training import distribute, optimization, run_identity, trainer
 from bert_tf.training.evaluation import RESULT_KEYS as EVALUATION_KEYS, Evaluation
 
 DTYPES = trainer.DTYPES
@@ -125,7 +126,7 @@ class TaskRunConfig:
   @property
   def config_source(self) -> str | None:
     """The bert_config.json the BERT config came from, when known (for messages)."""
-    return self.bert_config_file or handoff.describe_config(self.finetuning.bert_config,
+    return self.bert_config_file or checkpoints.describe_config(self.finetuning.bert_config,
                                                             self.finetuning.init_checkpoint)
 
   @property
@@ -152,7 +153,7 @@ class TaskRunConfig:
                        f"{bert.max_position_embeddings} of the BERT config; lower it")
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert, self.config_source)
+    checkpoints.check_vocab_fits(self.vocab_file, bert, self.config_source)
 
 
 def default_features_dir(output_dir: str) -> str:
@@ -183,31 +184,23 @@ def init_encoder(encoder, path: str, config_source: str | None = None, model=Non
   from bert_tf.model import convert, released
 
   path = released.local_path(path)
-  if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")) and not \
-      tf.io.gfile.exists(os.path.join(path, handoff.CONFIG_NAME)):
+  found = checkpoints.checkpoint_kind(path)
+  kind = found.kind if found is not None else None
+  if kind == checkpoints.HF_FOLDER:
     weights, _ = convert.hf_to_tf1_names(convert.read_hf_state(path))
     convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=path,
                             config_source=config_source)
     return f"{path} (Hugging Face, converted in memory)"
-  try:
-    prefix = handoff.resolve_checkpoint(path)
-  except FileNotFoundError:
-    try:  # A google-research model directory: bert_model.ckpt.* without a `checkpoint` state file.
-      prefix = convert.find_tf1_checkpoint(path)
-    except FileNotFoundError:
-      prefix = None
-  if prefix is not None:
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    if any(n.startswith("bert/") for n in names):
-      weights = convert.read_tf1_checkpoint(prefix)
-      convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=prefix,
-                              config_source=config_source)
-      return f"{prefix} (google-research checkpoint, converted in memory)"
-  restored = handoff.restore_encoder(encoder, path, config_source=config_source)
-  if model is not None and head is not None and handoff.is_task_model_dir(path):
-    problem = handoff.task_head_mismatch(model, path, *head)
+  if kind == checkpoints.TF1:
+    weights = convert.read_tf1_checkpoint(found.prefix)
+    convert.set_tf1_weights({"encoder": convert.tf1_links(encoder)["encoder"]}, weights, source=found.prefix,
+                            config_source=config_source)
+    return f"{found.prefix} (google-research checkpoint, converted in memory)"
+  restored = checkpoints.restore_encoder(encoder, path, config_source=config_source)  # None: says what is taken
+  if model is not None and head is not None and kind == checkpoints.TASK_MODEL:
+    problem = checkpoints.task_head_mismatch(model, path, *head)
     if problem is None:
-      handoff.restore_task_model(model, path, f"a fine-tuning run of this task ({head[0]})")
+      checkpoints.restore_task_model(model, path, f"a fine-tuning run of this task ({head[0]})")
       return f"{path} (encoder and task head)"
     logging.info("%s: the encoder only, not the task head: %s", path, problem)
   return restored
@@ -222,15 +215,13 @@ def check_init_checkpoint(path: str, bert_config: BertConfig, config_source: str
 
   with tf.device("/cpu:0"):  # a float32 copy that only its shapes are asked of
     encoder = BertEncoder(bert_config, dtype="float32")
-    try:
-      prefix = handoff.resolve_checkpoint(path)
-    except FileNotFoundError:
-      prefix = None
+    found = checkpoints.checkpoint_kind(path)
+    prefix = found.prefix if found is not None and found.kind != checkpoints.TF1 else None
     if prefix is not None and any(name.startswith("encoder/") for name, _ in tf.train.list_variables(prefix)):
-      problem = handoff.object_checkpoint_mismatch(encoder, prefix)
+      problem = checkpoints.object_checkpoint_mismatch(encoder, prefix)
       if problem:
-        raise ValueError(handoff.mismatch_message(
-            prefix, problem, config_source or handoff.describe_config(bert_config, path), path))
+        raise ValueError(checkpoints.mismatch_message(
+            prefix, problem, config_source or checkpoints.describe_config(bert_config, path), path))
       return
     init_encoder(encoder, path, config_source)
 
@@ -244,7 +235,7 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
   from bert_tf.model import convert, released
 
   if init_checkpoint:
-    handoff.check_checkpoint_path(init_checkpoint)
+    checkpoints.check_checkpoint_path(init_checkpoint)
   if bert_config_file:
     return BertConfig.from_json_file(bert_config_file)
   if not init_checkpoint:
@@ -252,7 +243,7 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
                      "with it), or a fine-tuned model's folder; or pass --bert_config_file to start from random "
                      "weights")
   local = released.local_path(init_checkpoint)
-  found = handoff.find_config(local)
+  found = checkpoints.find_config(local)
   if found:
     return BertConfig.from_json_file(found)
   hf = os.path.join(local.rstrip("/"), "config.json")
@@ -271,7 +262,9 @@ def vocab_file_for(vocab_file: str | None, init_checkpoint: str | None) -> str:
   --vocab_file is used as it is (the tasks check that it fits the model)."""
   if vocab_file:
     return vocab_file
-  found = handoff.find_vocab(init_checkpoint) if init_checkpoint else None
+  from bert_tf.model import released
+
+  found = checkpoints.find_vocab(released.local_path(init_checkpoint)) if init_checkpoint else None
   if found is None:
     where = f" (no vocab.txt in or beside --init_checkpoint={init_checkpoint})" if init_checkpoint else ""
     raise ValueError(f"--vocab_file is required: the pretrained model's vocab.txt{where}")

@@ -25,7 +25,8 @@ from absl import logging
 from bert_tf.config import BertConfig
 from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
-from bert_tf.training import distribute, evaluation, handoff, inputs, optimization, run_identity, run_lock, trainer
+from bert_tf.model import checkpoints
+from bert_tf.training import distribute, evaluation, inputs, optimization, run_identity, run_lock, trainer
 
 DTYPES = trainer.DTYPES
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
@@ -91,7 +92,7 @@ class PretrainingConfig:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
     run_identity.check_output_dir(self.output_dir)
     if self.init_checkpoint:  # first: a path that does not exist, an empty folder, a file that is no checkpoint
-      handoff.check_checkpoint_path(self.init_checkpoint)
+      checkpoints.check_checkpoint_path(self.init_checkpoint)
     positions = self.bert_config.max_position_embeddings
     if self.max_seq_length > positions:
       # The position embedding table has no row past max_position_embeddings - 1.
@@ -386,9 +387,9 @@ def check_records(config: PretrainingConfig, input_file: str | None = None) -> N
 def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy | None = None,
                     trainer_cls=trainer.Trainer) -> trainer.TrainResult:
   """With do_train, pretrains, resuming from `<output_dir>/checkpoints` when there is one, and at the end writes
-  the encoder hand-off (handoff.py) under output_dir; with do_eval, then evaluates (without do_train: the newest
-  checkpoint there) and writes <output_dir>/eval_results.txt. Returns the trainer's result (`interrupted` after
-  a SIGTERM), whose metrics include the evaluation's results (`Evaluator`) with do_eval."""
+  the encoder hand-off (bert_tf/model/checkpoints.py) under output_dir; with do_eval, then evaluates (without
+  do_train: the newest checkpoint there) and writes <output_dir>/eval_results.txt. Returns the trainer's result
+  (`interrupted` after a SIGTERM), whose metrics include the evaluation's results (`Evaluator`) with do_eval."""
   config.validate()
   checked = []
   if config.do_train:
@@ -419,7 +420,8 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
 
 # What a run writes in its output dir besides run_identity.COMMON_OUTPUTS: the hand-off, and the options file of
 # runs from before run records.
-_OUTPUTS = (handoff.CONFIG_NAME, handoff.ENCODER_CHECKPOINT_DIR, handoff.ENCODER_SAVEDMODEL_DIR, OPTIONS_NAME)
+_OUTPUTS = (checkpoints.CONFIG_NAME, checkpoints.ENCODER_CHECKPOINT_DIR, checkpoints.ENCODER_SAVEDMODEL_DIR,
+            OPTIONS_NAME)
 
 
 def run_identity_of(config: PretrainingConfig, input_files: list[str]) -> run_identity.RunIdentity:
@@ -508,7 +510,8 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
   if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
     check_resume_options(config)  # a directory from before run records: its checkpoint or options file tells
   run_identity.start_run(config.output_dir, run_identity_of(config, input_files), config.overwrite_output_dir,
-                         distribute.is_chief(strategy), outputs=_OUTPUTS, model_dirs=(handoff.ENCODER_CHECKPOINT_DIR,),
+                         distribute.is_chief(strategy), outputs=_OUTPUTS,
+                         model_dirs=(checkpoints.ENCODER_CHECKPOINT_DIR,),
                          inputs=(config.init_checkpoint, config.vocab_file, *input_files))
   task = PretrainingTask(config, masking)
   steps = config.num_train_steps
@@ -521,14 +524,17 @@ def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
       config.trainer_config(), evaluation.Evaluation(Evaluator(task), None, every) if every else None)
   if distribute.is_chief(strategy):
     tf.io.gfile.makedirs(config.output_dir)
-    config.model_config().to_json_file(os.path.join(config.output_dir, handoff.CONFIG_NAME))
+    config.model_config().to_json_file(os.path.join(config.output_dir, checkpoints.CONFIG_NAME))
   if config.init_checkpoint and run.checkpointer.latest() is None:
-    prefix = handoff.restore_encoder(run.model.encoder, config.init_checkpoint)
+    from bert_tf.model import released
+
+    # hf:<id> / keras_hub:<preset>: the folder they were converted into.
+    prefix = checkpoints.restore_encoder(run.model.encoder, released.local_path(config.init_checkpoint))
     logging.info("initialised the encoder from %s", prefix)
   result = run.train()
   if config.export_encoder and not result.interrupted and distribute.is_chief(strategy):
     try:
-      handoff.export_encoder(run.model.encoder, config.model_config(), config.output_dir)
+      checkpoints.export_encoder(run.model.encoder, config.model_config(), config.output_dir)
     except (OSError, tf.errors.OpError) as e:
       if not is_disk_full(e):
         raise

@@ -37,6 +37,7 @@ from bert_tf.tasks.classification import classifier as classification
 from bert_tf.tasks.classification import glue
 from bert_tf.tasks.classification import metrics
 from bert_tf.tasks.classification import user_data
+from bert_tf.tasks.common.features import feature_file_key, file_fingerprint
 from bert_tf.training import distribute, finetuning, run_identity
 
 
@@ -190,8 +191,8 @@ def feature_file(config: ClassifierConfig, task: glue.GlueTask, split: str, toke
     raise ValueError(f"{result.path}: holds no examples")
   # Own files: the columns, labels (their ids) and task type decide the features too. GLUE keys are unchanged.
   own = () if config.data_files is None else (*config.data_files.cache_parts(), task.labels, task.is_pair)
-  key = classification.feature_file_key(
-      classification.file_fingerprint(result.path), classification.file_fingerprint(config.vocab_file),
+  key = feature_file_key(
+      file_fingerprint(result.path), file_fingerprint(config.vocab_file),
       config.do_lower_case, config.max_seq_length, len(examples), task.name, *own)
   path = os.path.join(config.features_dir, "glue" if config.data_files is None else "own", task.name,
                       f"{split}-{key}.tfrecord")

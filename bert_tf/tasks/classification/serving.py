@@ -26,10 +26,11 @@ import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import serving
+from bert_tf.model import checkpoints
 from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
-from bert_tf.tasks.classification.classifier import (BertClassifier, ClassifierSpec, encode_graph, float32_copy,
-                                                     load_classifier)
-from bert_tf.training import handoff
+from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, load_classifier
+from bert_tf.tasks.common.features import encode_graph
+from bert_tf.tasks.common.folder import float32_copy
 
 TEXT_INPUTS = ("sentence1", "sentence2")
 # Used when the caller gives no warmup texts: generic English, enough to run every op once.
@@ -157,7 +158,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
     raise ValueError(f"max_seq_length={spec.max_seq_length} exceeds the model's max_position_embeddings="
                      f"{model.config.max_position_embeddings}")
   warmup = serving.check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
-  handoff.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
+  checkpoints.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
   server = _ClassifierServer(float32_copy(model), spec, vocab_file)
   return serving.export_servable(server, {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded},
                          export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file=vocab_file)

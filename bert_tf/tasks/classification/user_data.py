@@ -49,6 +49,7 @@ from typing import Any
 from bert_tf import fileio
 from bert_tf.data import text_io
 from bert_tf.tasks.classification import glue
+from bert_tf.tasks.common.labels import sorted_labels
 
 TASK_TYPES = ("classification", "regression")
 # The split each file is, and its flag; the GLUE path's split names, so the task runs as a GLUE task does.
@@ -56,7 +57,6 @@ SPLIT_FLAGS = {"train": "train_file", "dev": "validation_file", "test": "test_fi
 DEFAULT_TEXT_B = "sentence2"
 # What the test predictions are written as, by the test file's format.
 PREDICTIONS = {"csv": "test_predictions.csv", "tsv": "test_predictions.tsv", "jsonl": "test_predictions.jsonl"}
-_INTEGER = re.compile(r"[+-]?\d+")
 # A number written with a fraction or an exponent ("0.5", "2.0", "1e-3"): a class label only when it is an integer.
 _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][+-]?\d+)?")
 
@@ -131,14 +131,6 @@ def metric_names(labels: Sequence[str]) -> tuple[str, ...]:
   if not labels:
     return ("pearson", "spearman")
   return ("accuracy", "f1") if len(labels) == 2 else ("accuracy", "macro_f1")
-
-
-def sorted_labels(labels: Sequence[str]) -> tuple[str, ...]:
-  """The distinct labels, sorted: numerically when every one is an integer, else as strings."""
-  distinct = set(labels)
-  if all(_INTEGER.fullmatch(label) for label in distinct):
-    return tuple(sorted(distinct, key=lambda label: (int(label), label)))
-  return tuple(sorted(distinct))
 
 
 # -- Reading --------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.tasks.classification import classifier as classification
+from bert_tf.tasks.common.features import truncate_lengths
 
 GELU_FORMS = ("auto", "erf", "tanh")
 # A line is a pair when it has " ||| " in it; the greedy first group makes the last one the separator.
@@ -105,7 +105,7 @@ def convert_examples_to_features(examples: Sequence[InputExample], seq_length: i
     # reference.
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     if tokens_b:  # google-research's _truncate_seq_pair, with room for [CLS] [SEP] [SEP]
-      keep_a, keep_b = classification.truncate_lengths(len(tokens_a), len(tokens_b), seq_length - 3)
+      keep_a, keep_b = truncate_lengths(len(tokens_a), len(tokens_b), seq_length - 3)
       tokens_a, tokens_b = tokens_a[:keep_a], tokens_b[:keep_b]
     else:
       tokens_a = tokens_a[:seq_length - 2]
@@ -173,18 +173,10 @@ def with_gelu(config: BertConfig, form: str) -> BertConfig:
 
 def is_google_research_checkpoint(path: str) -> bool:
   """True when `path` (any form --init_checkpoint takes) is a checkpoint under google-research's TF1 names."""
-  import tensorflow as tf
+  from bert_tf.model import checkpoints
 
-  from bert_tf.model import convert
-  from bert_tf.training import handoff
-
-  for find in (handoff.resolve_checkpoint, convert.find_tf1_checkpoint):
-    try:
-      prefix = find(path)
-    except FileNotFoundError:
-      continue
-    return any(name.startswith("bert/") for name, _ in tf.train.list_variables(prefix))
-  return False
+  found = checkpoints.checkpoint_kind(path)
+  return found is not None and found.kind == checkpoints.TF1
 
 
 class LayerOutputs:
@@ -248,7 +240,7 @@ class FeatureExtractionConfig:
 
   def validate(self, bert_config: BertConfig, config_source: str | None) -> list[int]:
     """Checks every flag against the files and the model before any work; returns the layer indexes."""
-    from bert_tf.training import handoff
+    from bert_tf.model import checkpoints
 
     for name in ("input_file", "output_file", "vocab_file", "init_checkpoint"):
       if not getattr(self, name):
@@ -264,7 +256,7 @@ class FeatureExtractionConfig:
     indexes = parse_layers(self.layers, bert_config.num_hidden_layers)
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
-    handoff.check_vocab_fits(self.vocab_file, bert_config, config_source)
+    checkpoints.check_vocab_fits(self.vocab_file, bert_config, config_source)
     if fileio.isdir(self.output_file):
       raise IsADirectoryError(f"--output_file={self.output_file} is a directory; give a file name")
     return indexes
@@ -289,7 +281,8 @@ def run(config: FeatureExtractionConfig, say=print) -> dict:
   import time
 
   from bert_tf.data.tokenization import FullTokenizer
-  from bert_tf.training import finetuning, handoff
+  from bert_tf.model import checkpoints
+  from bert_tf.training import finetuning
 
   for name in ("input_file", "init_checkpoint"):
     if not getattr(config, name):
@@ -297,7 +290,7 @@ def run(config: FeatureExtractionConfig, say=print) -> dict:
   bert_config = finetuning.bert_config_for(config.bert_config_file, config.init_checkpoint)
   if not config.vocab_file and config.output_file:  # else validate names the missing --output_file first
     config = dataclasses.replace(config, vocab_file=finetuning.vocab_file_for(None, config.init_checkpoint))
-  config_source = config.bert_config_file or handoff.find_config(config.init_checkpoint)
+  config_source = config.bert_config_file or checkpoints.find_config(config.init_checkpoint)
   layer_indexes = config.validate(bert_config, config_source)
   examples = read_examples(config.input_file)
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)

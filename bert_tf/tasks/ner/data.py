@@ -390,7 +390,7 @@ def labels_for(types: Sequence[str], label_scheme: str) -> tuple[str, ...]:
 def plain_labels(conlls: Sequence[ConllFile]) -> tuple[str, ...]:
   """The model's labels for a plain tag set: the tags of `conlls` (the training file), sorted (numerically when
   every tag is an integer, as run_classifier.py sorts labels)."""
-  from bert_tf.tasks.classification.user_data import sorted_labels
+  from bert_tf.tasks.common.labels import sorted_labels
 
   return sorted_labels([t for conll in conlls for s in conll.sentences for t in s.tags])
 

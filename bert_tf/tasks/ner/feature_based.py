@@ -1,6 +1,7 @@
 """Feature-based NER, the paper's section 5.3 (Table 7): the pretrained encoder is frozen, one of its feature
-choices (`feature_choice`) feeds a two-layer bidirectional LSTM, and a dense layer scores each word's first
-piece. The windows, labels, loss and metric are the fine-tuning mode's (`ner`, `ner_finetuning`, `ner_metrics`).
+choices (bert_tf.tasks.common.layer_choice) feeds a two-layer bidirectional LSTM, and a dense layer scores each
+word's first piece. The windows, labels, loss and metric are the fine-tuning mode's (`ner.data`, `ner.model`,
+`ner.metrics`).
 
   windows --frozen BertEncoder (training=False: no dropout)--> [embeddings, layer 1, ..., layer L]
           --FeatureChoice--> [B, T, H'] --BiLSTM(u) x 2--> [B, T, 2u] --dropout, dense--> logits [B, T, K]
@@ -37,9 +38,9 @@ from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, in_xla_context, truncated_normal
-from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.common import layer_choice as feature_choice
+from bert_tf.tasks.common.features import feature_file_key, read_description
 from bert_tf.tasks.ner import model as nf
-from bert_tf.tasks.classification.classifier import feature_file_key, read_description
 from bert_tf.training import run_lock
 
 LAYERS_KEY = "layers"  # the cached input's entry: float32 [B, T, L + 1, H]
@@ -130,14 +131,6 @@ def build(model: BertFeatureTagger) -> BertFeatureTagger:
   """Creates `model`'s variables (encoder and head) with a call on a [1, 2] window; returns it."""
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   return model
-
-
-def float32_copy(model: BertFeatureTagger) -> BertFeatureTagger:
-  """A float32 tagger with `model`'s weights, outside any strategy scope: what is saved."""
-  copy = build(BertFeatureTagger(model.config, model.num_labels, model.choice, lstm_units=model.lstm_units,
-                                 dropout=model.dropout_rate, dtype="float32"))
-  copy.set_weights(model.get_weights())
-  return copy
 
 
 # -- Cached layers --------------------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
 from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.ner import feature_based as nfb
 from bert_tf.tasks.ner import model as nf
-from bert_tf.training import handoff
 
 MODEL_DIR = "ner_model"  # under --output_dir
 SETTINGS_NAME = "ner.json"
@@ -27,12 +28,11 @@ def save_model(model, settings: dict, vocab_file: str, directory: str) -> str:
   """Writes the trained model (a `BertTokenClassifier`, or a `BertFeatureTagger`; float32 weights whatever the
   training policy), its config, vocab and settings under `directory`, whole or not at all."""
   settings_text = json.dumps(settings, indent=2) + "\n"
-  copy = nfb.float32_copy(model) if isinstance(model, nfb.BertFeatureTagger) else nf.float32_copy(model)
-  return handoff.save_task_model(copy, SETTINGS_NAME, settings_text, vocab_file, directory)
+  return checkpoints.save_task_model(float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
-  return handoff.read_settings_file(os.path.join(directory, SETTINGS_NAME))
+  return checkpoints.read_settings_file(os.path.join(directory, SETTINGS_NAME))
 
 
 def load_model(directory: str) -> tuple[nf.BertTokenClassifier | nfb.BertFeatureTagger, dict]:
@@ -45,5 +45,5 @@ def load_model(directory: str) -> tuple[nf.BertTokenClassifier | nfb.BertFeature
   else:
     model = nf.BertTokenClassifier(bert_config, len(settings["labels"]), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  handoff.restore_task_model(model, directory, f"run_ner.py (<output_dir>/{MODEL_DIR}/)")
+  checkpoints.restore_task_model(model, directory, f"run_ner.py (<output_dir>/{MODEL_DIR}/)")
   return model, settings

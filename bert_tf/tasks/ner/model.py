@@ -1,6 +1,6 @@
 """Named-entity recognition on the one encoder: feature records of `ner.NerWindow`s, the `BertTokenClassifier`
 model, and the `Task` the shared trainer runs. The windows come from `ner.make_windows`; the script's glue
-lives in `ner_run`.
+lives in `ner.run`.
 
 Records (T = max_seq_length), all int64:
 
@@ -30,7 +30,7 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
-from bert_tf.tasks.classification.classifier import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.ner.data import NerWindow
 from bert_tf.training import trainer
 
@@ -119,7 +119,7 @@ def ner_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bo
                 seed: int = 12345, dynamic_padding: bool = True, pad_to_batch: bool = False,
                 length_multiple: int = 1, shuffle_buffer: int = 100_000) -> tf.data.Dataset:
   """Batches of NER windows from a feature file (local or gs://), through the shared
-  `classification.feature_dataset` (arguments as there).
+  `common.features.feature_dataset` (arguments as there).
 
   Returns: dicts of unique_ids int64 [B]; input_ids, input_mask, segment_ids, label_ids, label_mask int32
     [B, T'] (T' <= T: with `dynamic_padding` every [B, T] entry is cut to the batch's longest window, rounded up
@@ -174,14 +174,6 @@ class BertTokenClassifier(BertConfigModel, keras.Model):
 
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels, "dropout": self.dropout_rate}
-
-
-def float32_copy(model: BertTokenClassifier) -> BertTokenClassifier:
-  """A float32 tagger with `model`'s weights, outside any strategy scope: what is saved and exported."""
-  copy = BertTokenClassifier(model.config, model.num_labels, dropout=model.dropout_rate, dtype="float32")
-  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  copy.set_weights(model.get_weights())
-  return copy
 
 
 def ner_predictions(model: BertTokenClassifier, max_seq_length: int, loss_task: NerTask | None = None) -> Callable:

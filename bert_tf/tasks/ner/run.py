@@ -23,7 +23,7 @@ fine-tuning: the encoder stays frozen, and `ner_feature_based.BertFeatureTagger`
 classifier on one of its feature choices. The encoder's layers are computed once per window file and cached under
 <features_dir>/ner_layers/ (--cache_features); the windows, loss, metric and output files are the same.
 
-With --export_dir, ner_model/ is also exported for TensorFlow Serving (`export.ner_serving`: raw text in, tags
+With --export_dir, ner_model/ is also exported for TensorFlow Serving (`ner.serving`: raw text in, tags
 and entities out) to <export_dir>/<model_name>/<version>/.
 
 A plain tag set (part of speech, any label per word: `ner.PLAIN`, found by --tag_scheme=auto or given as
@@ -48,7 +48,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.tasks.features import choice as feature_choice
+from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import feature_based as nfb

@@ -10,9 +10,10 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.model import checkpoints
 from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.squad import model as sf
-from bert_tf.training import handoff
 
 MODEL_DIR = "squad_model"  # under --output_dir
 SETTINGS_NAME = "squad.json"
@@ -22,22 +23,15 @@ def is_model_dir(path: str | None) -> bool:
   return bool(path) and fileio.exists(os.path.join(path, SETTINGS_NAME))
 
 
-def _float32_copy(model: sf.BertSpanLabeler) -> sf.BertSpanLabeler:
-  copy = sf.BertSpanLabeler(model.config, dtype="float32")
-  copy({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  copy.set_weights(model.get_weights())
-  return copy
-
-
 def save_model(model: sf.BertSpanLabeler, settings: dict, vocab_file: str, directory: str) -> str:
   """Writes the fine-tuned model (float32 weights whatever the training policy), its config, vocab and settings
   under `directory`, whole or not at all."""
   settings_text = json.dumps(settings, indent=2) + "\n"
-  return handoff.save_task_model(_float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
+  return checkpoints.save_task_model(float32_copy(model), SETTINGS_NAME, settings_text, vocab_file, directory)
 
 
 def read_settings(directory: str) -> dict:
-  return handoff.read_settings_file(os.path.join(directory, SETTINGS_NAME))
+  return checkpoints.read_settings_file(os.path.join(directory, SETTINGS_NAME))
 
 
 def write_threshold(directory: str, threshold: float) -> None:
@@ -51,5 +45,5 @@ def load_model(directory: str) -> sf.BertSpanLabeler:
   config_path = os.path.join(directory, "bert_config.json")
   model = sf.BertSpanLabeler(BertConfig.from_json_file(config_path), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
-  handoff.restore_task_model(model, directory, f"run_squad.py (<output_dir>/{MODEL_DIR}/)")
+  checkpoints.restore_task_model(model, directory, f"run_squad.py (<output_dir>/{MODEL_DIR}/)")
   return model

@@ -37,7 +37,7 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
-from bert_tf.tasks.classification.classifier import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.squad.data import SquadFeatures
 from bert_tf.training import trainer
 
@@ -137,7 +137,7 @@ def feature_file_path(features_dir: str, squad_file: str, vocab_file: str, is_tr
                       max_query_length: int, num_examples: int | None = None) -> str:
   """Where the features of `squad_file` go under `features_dir`: named by a hash of everything that determines
   them (the data and vocab files' contents, the flags, and `num_examples` when the run uses a prefix)."""
-  # Evaluation windows are stored shortest first (see `squad_run`), which the key says.
+  # Evaluation windows are stored shortest first (see `squad.run`), which the key says.
   key = feature_file_key(file_fingerprint(squad_file), file_fingerprint(vocab_file), is_training,
                          version_2_with_negative, do_lower_case, max_seq_length, doc_stride, max_query_length,
                          num_examples, *([] if is_training else ["by length"]))
@@ -168,7 +168,7 @@ def squad_dataset(path: str, batch_size: int, max_seq_length: int, is_training: 
     is_training: shuffle (seeded), repeat and keep full batches only; else one pass in file order.
     input_context: a `tf.distribute.InputContext`; each pipeline keeps 1 window in `num_input_pipelines`.
     dynamic_padding: cut each batch to its longest window, rounded up to a multiple of `length_multiple`
-      (`classification.trim_padding`, through the shared `classification.feature_dataset`). Off for TPUs, which
+      (`common.features.trim_padding`, through the shared `common.features.feature_dataset`). Off for TPUs, which
       need static shapes.
     pad_to_batch: (evaluation) append all-zero windows with is_real_example = 0 so that every batch is full;
       `finetuning.predict` drops them.

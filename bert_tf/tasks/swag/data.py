@@ -20,13 +20,13 @@ scores each of the four endings with the context: sequence i of an example is
   [CLS] sent1 [SEP] sent2 + " " + ending_i [SEP]
 
 (`sent2` is the first words of the next sentence, which every ending continues), each truncated to
-max_seq_length by google-research's `_truncate_seq_pair` (`classification.truncate_lengths`), as a GLUE pair.
+max_seq_length by google-research's `_truncate_seq_pair` (`common.features.truncate_lengths`), as a GLUE pair.
 
 Bad input fails before any work, naming the file and line: a row with the wrong number of fields (an unclosed
 quote shows as one that runs on over the following lines), an empty ending, a label that is not 0-3, bytes that
 are not UTF-8, an empty file.
 
-Pure Python (no TensorFlow), except that `encode_example` uses `classification.encode`.
+Pure Python (no TensorFlow), except that `encode_example` uses `common.features.encode`.
 """
 
 from __future__ import annotations
@@ -164,9 +164,9 @@ def read_split(data_dir: str, split: str) -> SwagReadResult:
 
 
 def encode_example(tokenizer, example: SwagExample, max_seq_length: int) -> list:
-  """The four sequences of `example` -> four `classification.EncodedExample`s of `max_seq_length` ids.
+  """The four sequences of `example` -> four `common.features.EncodedExample`s of `max_seq_length` ids.
   `tokenizer` is a `FullTokenizer`."""
-  from bert_tf.tasks.classification.classifier import encode
+  from bert_tf.tasks.common.features import encode
 
   return [encode(tokenizer, first, second, max_seq_length) for first, second in example.pairs()]
 

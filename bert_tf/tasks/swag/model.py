@@ -1,5 +1,5 @@
 """SWAG multiple choice on the one encoder: feature records, the `BertMultipleChoice` model, and the `Task` the
-shared trainer runs. Examples come from `swag.read_examples`; the script's glue is `swag_run`.
+shared trainer runs. Examples come from `swag.read_examples`; the script's glue is `swag.run`.
 
 Records of one example (C = 4 choices, T = max_seq_length), each sequence encoded as a GLUE pair
 (`swag.encode_example`):
@@ -14,7 +14,7 @@ The model (the paper, section 4.4): the encoder over the B x C sequences as one 
 one unit on each pooled output, the scores reshaped to [B, C] and a softmax over the C choices. The loss is the
 cross-entropy of that softmax against the true ending, averaged over the real examples of the global batch.
 
-Dynamic padding cuts a batch's [B, C, T] to the longest of its B*C sequences (`classification.trim_padding`).
+Dynamic padding cuts a batch's [B, C, T] to the longest of its B*C sequences (`common.features.trim_padding`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from bert_tf.data import records
 from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
+from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.task import PerExampleTask
 from bert_tf.tasks.swag import data as swag
-from bert_tf.tasks.classification.classifier import (ClassificationTask, feature_dataset, feature_file_key, file_fingerprint,
-                                          read_description)
 
 # The schema, declared once: name -> shape ("CT": [num_choices, max_seq_length], "": a scalar); all int64.
 SWAG_FEATURES: dict[str, str] = {
@@ -126,11 +126,11 @@ def swag_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
                  seed: int = 12345, dynamic_padding: bool = True, pad_to_batch: bool = False,
                  length_multiple: int = 8, num_choices: int = swag.NUM_CHOICES) -> tf.data.Dataset:
   """Batches of SWAG features from a feature file (local or gs://), through the shared
-  `classification.feature_dataset` (sharding, shuffling, padding to full batches as there).
+  `common.features.feature_dataset` (sharding, shuffling, padding to full batches as there).
 
   Args:
     batch_size: examples per batch of this input pipeline (each holds `num_choices` sequences).
-    dynamic_padding: cut each batch to its longest sequence (`classification.trim_padding`). Off for TPUs.
+    dynamic_padding: cut each batch to its longest sequence (`common.features.trim_padding`). Off for TPUs.
   Returns: dicts of input_ids, input_mask, segment_ids int32 [B, C, T'] (T' <= T), label_ids int32 [B],
     is_real_example int32 [B].
   """
@@ -181,14 +181,6 @@ class BertMultipleChoice(BertConfigModel, keras.Model):
     return {**super().get_config(), "dropout": self.dropout_rate}
 
 
-def float32_copy(model: BertMultipleChoice) -> BertMultipleChoice:
-  """A float32 model with `model`'s weights, outside any strategy scope: what is saved and exported."""
-  copy = BertMultipleChoice(model.config, dropout=model.dropout_rate, dtype="float32")
-  copy({name: tf.zeros([1, swag.NUM_CHOICES, 2], tf.int32) for name in INPUT_NAMES})
-  copy.set_weights(model.get_weights())
-  return copy
-
-
 def probabilities(logits: np.ndarray) -> np.ndarray:
   """float [N, C] logits -> the softmax over the C choices, float [N, C]."""
   shifted = logits - logits.max(axis=-1, keepdims=True)
@@ -199,9 +191,9 @@ def probabilities(logits: np.ndarray) -> np.ndarray:
 # -- Task -----------------------------------------------------------------------------------------------------
 
 
-class MultipleChoiceTask(ClassificationTask):
-  """Fine-tuning a `BertMultipleChoice` with the shared trainer on a training feature file: GLUE's
-  classification task with the C choices as the classes. Loss: mean cross-entropy of the softmax over the
+class MultipleChoiceTask(PerExampleTask):
+  """Fine-tuning a `BertMultipleChoice` with the shared trainer on a training feature file: one label per example
+  (`PerExampleTask`) with the C choices as the classes. Loss: mean cross-entropy of the softmax over the
   choices against the true one, over the real examples of the global batch. Reported: loss, accuracy.
   """
 

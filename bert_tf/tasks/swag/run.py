@@ -19,7 +19,7 @@ Outputs in --output_dir:
   test_results.txt / .json  with --do_predict on a test file with labels (the release's has none): as
                             eval_results, on the test file
 
-With --export_dir, swag_model/ is also exported for TensorFlow Serving (`export.swag_serving`: raw text in) to
+With --export_dir, swag_model/ is also exported for TensorFlow Serving (`swag.serving`: raw text in) to
 <export_dir>/<model_name>/<version>/.
 """
 
@@ -64,7 +64,7 @@ class SwagConfig(finetuning.TaskRunConfig):
   features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
   dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
-  export_dir: str | None = None  # also export the model for TF Serving (swag_serving) at the end
+  export_dir: str | None = None  # also export the model for TF Serving (swag.serving) at the end
   model_name: str = "swag"
   bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
 

@@ -1,7 +1,7 @@
 """A SWAG SavedModel: the raw context and four endings in, the four endings' probabilities and the chosen one out.
 
 The tokenizer runs in the graph: each example's four sequences are made as the training records were
-(`swag.SwagExample.pairs`, `classification.encode`), here with `GraphTokenizer` and `encode_graph`, which give the
+(`swag.SwagExample.pairs`, `common.features.encode`), here with `GraphTokenizer` and `encode_graph`, which give the
 same ids, so a client sends sentences and cannot get the vocabulary, lower-casing, the joining of sent2 to an
 ending or the truncation wrong. Written by the shared export path (`serving.export_servable`): versioned layout,
 atomic write, warmup requests, manifest (task "swag", task_kind "multiple_choice").
@@ -29,9 +29,9 @@ import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.model.encoder import padding_skipped
+from bert_tf.tasks.common.features import encode_graph
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import model as sf
-from bert_tf.tasks.classification.classifier import encode_graph
 
 TEXT_INPUTS = ("sent1", "sent2", *swag.ENDING_COLUMNS)
 DEFAULT_WARMUP: tuple[dict[str, str], ...] = (
