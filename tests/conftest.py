@@ -1,9 +1,19 @@
-"""Shared fixtures."""
+"""Shared fixtures.
+
+The suite runs under pytest-xdist (README: `-n auto --dist loadfile`): each test file in one worker process, so a
+module's fixtures are built once. A session fixture is built once per worker that uses it, in that worker's own
+temporary folder (tmp_path_factory's base is <run>/popen-gwN/): safe, and cheap for the exports below; the one
+that takes minutes, `task_runs`, is built once per run for all workers (`built_once_per_run`).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -16,6 +26,37 @@ import assets  # noqa: E402
 def bert_uncased_vocab_file() -> str:
   """bert-base-uncased's vocab.txt (30,522 tokens), fetched once into .cache/ (see tests/assets.py)."""
   return assets.minilm_file("model/vocab.txt")
+
+
+def built_once_per_run(tmp_path_factory, name: str, build: Callable[..., dict]) -> dict:
+  """`build(directory)`'s result (JSON-serialisable), built once per test run. Under pytest-xdist the first worker
+  that asks builds it in the run's folder, which its workers share, holding a lock that the others wait on; they
+  then read the result it wrote, or fail with its error. Without xdist, a session fixture's folder as usual."""
+  if not os.environ.get("PYTEST_XDIST_WORKER"):
+    return build(tmp_path_factory.mktemp(name))
+  run = tmp_path_factory.getbasetemp().parent  # <basetemp of the run>/popen-gwN -> the run's, one per `pytest`
+  directory, result_file = run / name, run / f"{name}.json"
+  with open(run / f"{name}.lock", "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, also if this worker dies
+    if not result_file.exists():
+      shutil.rmtree(directory, ignore_errors=True)  # what a worker that died while building left
+      directory.mkdir()
+      try:
+        result = {"value": build(directory)}
+      except Exception as error:
+        _write_json(result_file, {"error": f"{type(error).__name__}: {error}"})
+        raise
+      _write_json(result_file, result)
+    result = json.loads(result_file.read_text(encoding="utf-8"))
+  if "error" in result:
+    pytest.fail(f"{name}, built by another worker of this run, failed: {result['error']}", pytrace=False)
+  return result["value"]
+
+
+def _write_json(path, value) -> None:
+  temp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+  temp.write_text(json.dumps(value), encoding="utf-8")
+  os.replace(temp, path)
 
 
 # -- Exports several modules serve: each built once per session (an export traces its signatures: seconds) ------
@@ -67,13 +108,16 @@ TASK_RUN_CASES = (
 @pytest.fixture(scope="session")
 def task_runs(tmp_path_factory) -> dict:
   """tests/task_runs.py's results: case -> {"losses", "weights", "replicas", "xla", "xla_ops", "findings", ...}.
-  Two processes, each with half the tasks, run side by side: tracing is Python on one core."""
-  import json
+  Two processes, each with half the tasks, run side by side: tracing is Python on one core. Built once per run,
+  whichever workers test_distribute and test_trainer land in (`built_once_per_run`)."""
+  return built_once_per_run(tmp_path_factory, "task_runs", _run_tasks)
+
+
+def _run_tasks(directory) -> dict:
   import subprocess
 
   import training_helpers as th
 
-  directory = tmp_path_factory.mktemp("task_runs")
   halves = [[c for c in TASK_RUN_CASES if (c.split(":")[0] in ("pretraining", "classifier", "squad")) == first]
             for first in (True, False)]
   processes = [subprocess.Popen([sys.executable, os.path.join("tests", "task_runs.py"), str(directory / f"{i}.json"),
