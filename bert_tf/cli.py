@@ -1,12 +1,14 @@
-"""Shared plumbing of the `scripts/`: logging set-up and turning user errors into a message and exit code 1."""
+"""Shared plumbing of the `scripts/`: logging set-up, user errors as a message and exit code 1, and the flags and
+`main` every training, fine-tuning and export script shares (each script defines only its own flags)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import sys
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from bert_tf.errors import UserError, first_line, is_disk_full
 
@@ -144,8 +146,12 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
 def _declare_key_flags_of_caller(flag_values, names) -> None:
   """Makes `names` key flags of the module that called our caller: absl's `--help` lists the main module's key
   flags, and flags defined here belong to bert_tf.cli. (`flags.declare_key_flag` would declare them for this
-  module; absl names the main module after sys.argv[0], as below.)"""
-  name = sys._getframe(2).f_globals.get("__name__", "")  # pylint: disable=protected-access
+  module; absl names the main module after sys.argv[0], as below.) Functions of this module that call each other
+  declare for their own caller: the caller of the outermost one is the one outside this module."""
+  depth = 2
+  while sys._getframe(depth).f_globals.get("__name__") == __name__:  # pylint: disable=protected-access
+    depth += 1
+  name = sys._getframe(depth).f_globals.get("__name__", "")  # pylint: disable=protected-access
   module = sys.argv[0] if name == "__main__" else name
   for flag in names:
     flag_values.register_key_flag_for_module(module, flag_values[flag])
@@ -180,6 +186,257 @@ def evaluation_flag_values(flag_values=None) -> dict:
 
   values = flags.FLAGS if flag_values is None else flag_values
   return {name: values[name].value for name in EVALUATION_FLAGS}
+
+
+# -- Flags every fine-tuning script shares ------------------------------------------------------------------------
+# google-research/bert's run_classifier.py / run_squad.py names and defaults, the same for every task but those a
+# task passes to `define_finetuning_flags` (its max_seq_length, batch, learning rate, model name).
+FINETUNING_TASK_FLAGS = ("bert_config_file", "do_lower_case", "do_train", "do_eval", "do_predict", "max_seq_length",
+                         "features_dir", "dynamic_padding", "max_train_examples", "export_dir", "model_name")
+
+
+def define_finetuning_flags(task: str, *, unit: str, do_train: str, do_eval: str, do_predict: str,
+                            max_seq_length: int = 128, train_batch_size: int = 32, learning_rate: float = 5e-5,
+                            model_name: str | None = None, eval_batch_size: bool = True,
+                            max_train_examples: bool = False, helps: Mapping[str, str] | None = None,
+                            flag_values=None) -> None:
+  """Defines the flags every fine-tuning script has (google-research's, then ours: seed, features, export; the
+  training flags of `define_training_flags` and the evaluation flags of `define_evaluation_flags` included), with
+  the task's defaults, as key flags of the calling script (its `--help`). `finetuning_config` reads them.
+
+  Args:
+    task: the registered task (bert_tf/registry.py), whose model folder --output_dir's help names.
+    unit: what --max_seq_length and --dynamic_padding measure: "example", "window", ...
+    do_train, do_eval, do_predict: their help: what the task reads and writes for each.
+    max_seq_length, train_batch_size, learning_rate, model_name: the task's defaults (model_name None: the
+      task's, which --model_name's help must then say, in `helps`).
+    eval_batch_size, max_train_examples: whether the task has these flags.
+    helps: other flags' help where the task's differs from the shared text.
+  """
+  from absl import flags
+
+  from bert_tf import registry
+
+  model_dir = registry.get(task).model_dir
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  before = set(flag_values)
+  texts = {
+      "vocab_file": "vocab.txt of the pretrained model (default: the one that comes with --init_checkpoint: in its "
+                    "folder or beside its bert_config.json).",
+      "bert_config_file": "bert_config.json of the pretrained model (default: the one beside --init_checkpoint).",
+      "init_checkpoint": "The pretrained encoder (see above).",
+      "output_dir": f"Where checkpoints, results, predictions and {model_dir}/ go.",
+      "do_lower_case": "Lower-case and strip accents (uncased models; pass --nodo_lower_case for a cased one).",
+      "do_train": do_train, "do_eval": do_eval, "do_predict": do_predict,
+      "max_seq_length": f"Tokens per {unit} after WordPiece, [CLS] and [SEP]s included.",
+      "train_batch_size": "Global training batch.",
+      "eval_batch_size": "Evaluation batch (per worker).",
+      "predict_batch_size": "Prediction batch (per worker).",
+      "learning_rate": "Peak learning rate.",
+      "num_train_epochs": "Epochs over the training set.",
+      "warmup_proportion": "Share of the steps with a linear warmup.",
+      "seed": "Seed of the head's initialisation, dropout and data order.",
+      "features_dir": "Where the TFRecord features are written once and reused; default features/ beside "
+                      "--output_dir (out/features for --output_dir=out/mrpc).",
+      "dynamic_padding": f"Cut each batch to its longest {unit} (not on TPU).",
+      "max_train_examples": "Use only the first N training examples (0: all).",
+      "export_dir": "Also export a SavedModel for TensorFlow Serving (raw text in) to "
+                    "<export_dir>/<model_name>/<version>/.",
+      "model_name": "The served model's name (with --export_dir).",
+  }
+  unknown = set(helps or {}) - set(texts)
+  if unknown:
+    raise ValueError(f"help for {', '.join(sorted(unknown))}: not a shared fine-tuning flag")
+  texts.update(helps or {})
+  bound = _BoundFlags(flags, flag_values)
+  # google-research/bert's.
+  for name in ("vocab_file", "bert_config_file", "init_checkpoint", "output_dir"):
+    bound.DEFINE_string(name, None, texts[name])
+  bound.DEFINE_bool("do_lower_case", True, texts["do_lower_case"])
+  for name in ("do_train", "do_eval", "do_predict"):
+    bound.DEFINE_bool(name, False, texts[name])
+  bound.DEFINE_integer("max_seq_length", max_seq_length, texts["max_seq_length"])
+  bound.DEFINE_integer("train_batch_size", train_batch_size, texts["train_batch_size"])
+  if eval_batch_size:
+    bound.DEFINE_integer("eval_batch_size", 8, texts["eval_batch_size"])
+  bound.DEFINE_integer("predict_batch_size", 8, texts["predict_batch_size"])
+  bound.DEFINE_float("learning_rate", learning_rate, texts["learning_rate"])
+  bound.DEFINE_float("num_train_epochs", 3.0, texts["num_train_epochs"])
+  bound.DEFINE_float("warmup_proportion", 0.1, texts["warmup_proportion"])
+  # The shared training flags (as scripts/run_pretraining.py) and evaluation while training.
+  define_training_flags(steps_per_loop=50, log_steps=50, flag_values=flag_values)
+  define_evaluation_flags(flag_values=flag_values)
+  # New.
+  bound.DEFINE_integer("seed", 12345, texts["seed"])
+  bound.DEFINE_string("features_dir", None, texts["features_dir"])
+  bound.DEFINE_bool("dynamic_padding", True, texts["dynamic_padding"])
+  if max_train_examples:
+    bound.DEFINE_integer("max_train_examples", 0, texts["max_train_examples"])
+  bound.DEFINE_string("export_dir", None, texts["export_dir"])
+  bound.DEFINE_string("model_name", model_name, texts["model_name"])
+  _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
+
+
+def finetuning_config(config_class: Callable[..., Any], require: Mapping[str, str] | None = None, flag_values=None,
+                      **task_fields):
+  """The task's run config from the flags of `define_finetuning_flags`: `config_class(finetuning=<the
+  FinetuningConfig>, vocab_file=..., <FINETUNING_TASK_FLAGS the script has>, **task_fields)`. Raises ValueError
+  for a missing --output_dir, then for each flag of `require` ({name: what to give}) left empty, then as the
+  FinetuningConfig does; --vocab_file's default is looked up after those checks."""
+  from absl import flags
+
+  from bert_tf.training import finetuning
+
+  FLAGS = flags.FLAGS if flag_values is None else flag_values  # pylint: disable=invalid-name
+  if not FLAGS.output_dir:
+    raise ValueError("--output_dir is required")
+  for name, what in (require or {}).items():
+    if not FLAGS[name].value:
+      raise ValueError(f"--{name} is required: {what}")
+  batches = {name: FLAGS[name].value for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
+             if name in FLAGS}
+  ft = finetuning.FinetuningConfig(
+      output_dir=FLAGS.output_dir, bert_config=finetuning.bert_config_for(FLAGS.bert_config_file,
+                                                                          FLAGS.init_checkpoint),
+      init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
+      num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      **batches, **training_flag_values(FLAGS), **evaluation_flag_values(FLAGS))
+  vocab_file = finetuning.vocab_file_for(FLAGS.vocab_file, FLAGS.init_checkpoint)  # after the config's checks
+  shared = {name: FLAGS[name].value for name in FINETUNING_TASK_FLAGS if name in FLAGS}
+  return config_class(finetuning=ft, vocab_file=vocab_file, **shared, **task_fields)
+
+
+def finetuning_main(config: Callable[[], Any], run: Callable[..., dict],
+                    hidden: tuple[str, ...] = ()) -> Callable[[list[str]], None]:
+  """A fine-tuning script's `main`: --output_dir checked (a file there: one line, before TensorFlow loads),
+  `config()` built and validated (before TensorFlow starts devices: bad flags fail fast), `run(config, say=...)`
+  under `run_finetuning`, its summary printed as JSON without the keys `hidden`."""
+
+  def main(argv):
+    del argv
+    from absl import flags
+    from absl import logging as absl_logging
+
+    from bert_tf.training import run_identity
+
+    run_identity.check_output_dir(flags.FLAGS.output_dir)
+    built = config()
+    built.validate()
+    summary = run_finetuning(lambda: run(built, say=lambda line: absl_logging.info("%s", line)), built.output_dir)
+    print(json.dumps({k: v for k, v in summary.items() if k not in hidden}, indent=2, default=str))
+
+  return main
+
+
+# -- Export: scripts/export.py (any task's folder) and its aliases scripts/export_<task>.py ----------------------------
+
+
+def define_export_flags(task: str | None = None, model_dir_flag: str = "model_dir", flag_values=None) -> None:
+  """Defines the flags of scripts/export.py (`task` None: a folder of any registered task, with every task's own
+  export flags) or of scripts/export_<task>.py (the task's flags; its folder's flag named as before, e.g.
+  --classifier_dir), as key flags of the calling script (its `--help`). `export_main` reads them."""
+  from absl import flags
+
+  from bert_tf import registry
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  before = set(flag_values)
+  bound = _BoundFlags(flags, flag_values)
+  if task is None:
+    exported = registry.tasks()
+    folders = ", ".join(f"<run_{t.name} --output_dir>/{t.model_dir}" for t in exported)
+    bound.DEFINE_string(model_dir_flag, None, f"A fine-tuned model's folder, whose settings file says its task: "
+                        f"{folders}; a run's --output_dir holding one of them; or a Hugging Face model with a task "
+                        f"head ({', '.join(t.hf_class for t in exported)}: its folder, or hf:<id>).")
+    unnamed = [f"a {t.description}'s task name in lower case" for t in exported if t.served_name is None]
+    named = ", ".join(t.served_name for t in exported if t.served_name is not None)
+    bound.DEFINE_string("model_name", None, f"The served model's name (default: the task's: {'; '.join(unnamed)}; "
+                        f"else {named}).")
+  else:
+    exported = (registry.get(task),)
+    t = exported[0]
+    bound.DEFINE_string(model_dir_flag, None, f"A fine-tuned {t.description}: <run_{t.name} --output_dir>/"
+                        f"{t.model_dir}, or a Hugging Face {t.hf_class} (its folder, or hf:<id>).")
+    bound.DEFINE_string("model_name", t.served_name, "The served model's name" +
+                        (" (default: the task name, lower case)." if t.served_name is None else "."))
+  bound.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
+  bound.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")
+  for t in exported:
+    t.define_export_flags(bound)
+  _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
+
+
+def _own_export_flags(task) -> set[str]:
+  """The names of the flags `task.define_export_flags` defines."""
+  from absl import flags
+
+  values = flags.FlagValues()
+  task.define_export_flags(_BoundFlags(flags, values))
+  return set(values)
+
+
+def task_of_model_dir(path: str, flag: str = "model_dir"):
+  """(the registered task, its model folder) of `path`: a task's model folder (its settings file says which), a
+  run's --output_dir holding one, or a Hugging Face model with a task head (a folder or hf:<id>: ours, converted
+  from it); else a FileNotFoundError / ValueError naming --`flag` and what it takes."""
+  from bert_tf import fileio, registry
+  from bert_tf.model import convert_tasks, released
+
+  tasks = registry.tasks()
+
+  def task_of(folder):
+    kind = convert_tasks.folder_kind(folder)
+    return None if kind is None else next((t for t in tasks if t.settings_name == kind.settings_name), None)
+
+  local = released.task_model_dir(path)  # hf:<id> (or a Hugging Face folder) of a task head: ours, converted
+  named = local.startswith((released.HF, released.KERAS_HUB))  # a released name without a task head
+  if not named and not fileio.exists(local):
+    raise FileNotFoundError(f"--{flag}={path}: no such folder; give a fine-tuned model's folder (e.g. "
+                            f"<output_dir>/{tasks[0].model_dir})")
+  found = task_of(local)
+  if found is not None:
+    return found, local
+  inside = [(t, fileio.join(local, t.model_dir)) for t in tasks
+            if not named and fileio.isdir(local) and task_of(fileio.join(local, t.model_dir)) is t]
+  if len(inside) == 1:
+    return inside[0]
+  if inside:
+    raise ValueError(f"--{flag}={path}: holds the model folders of {len(inside)} tasks "
+                     f"({', '.join(t.model_dir for t, _ in inside)}); give one of them")
+  raise ValueError(f"--{flag}={path}: not a fine-tuned model (no {', '.join(t.settings_name for t in tasks)} beside "
+                   "a bert_config.json and the weights); give a run's "
+                   f"<output_dir>/{'|'.join(t.model_dir for t in tasks)}, or a Hugging Face model with a task head "
+                   f"({', '.join(t.hf_class for t in tasks)})")
+
+
+def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> Callable[[list[str]], None]:
+  """The `main` of a script that `define_export_flags(task, model_dir_flag)` set up: exports --<model_dir_flag> to
+  --export_dir (`task` None: the task its folder says) and prints the version's path. A task's own export flag
+  given for another task's folder is refused."""
+
+  def main(argv):
+    from absl import flags
+
+    from bert_tf import registry
+
+    FLAGS = flags.FLAGS  # pylint: disable=invalid-name
+    if len(argv) > 1:
+      raise ValueError(f"unexpected arguments {argv[1:]}")
+    for name in (model_dir_flag, "export_dir"):
+      if not FLAGS[name].value:
+        raise ValueError(f"--{name} is required")
+    given = FLAGS[model_dir_flag].value
+    found, model_dir = (registry.get(task), given) if task else task_of_model_dir(given, model_dir_flag)
+    own = _own_export_flags(found)
+    for other in (registry.tasks() if task is None else ()):
+      for name in sorted(_own_export_flags(other) - own):
+        if FLAGS[name].present:
+          raise ValueError(f"--{name}: for a {other.description} only, and --{model_dir_flag}={given} is a "
+                           f"{found.description}; drop it")
+    print(found.export(model_dir, FLAGS.export_dir, FLAGS.model_name, FLAGS.model_version,
+                       {name: FLAGS[name].value for name in own}, model_dir_flag))
+
+  return main
 
 
 def start_training() -> None:

@@ -92,3 +92,82 @@ def test_help_of_each_training_script_lists_the_shared_flags(script):
   for name in ("save_checkpoints_steps", "optimizer", "dtype", "gradient_accumulation_steps", "deterministic",
                *evaluation):
     assert f"  --{name}" in shown or f"  --[no]{name}" in shown, (script, name)
+
+
+def _finetuning_flags(*argv, **options):
+  values = flags.FlagValues()
+  cli.define_finetuning_flags("squad", unit="window", do_train="T.", do_eval="E.", do_predict="P.",
+                              flag_values=values, **options)
+  values(["prog", *argv])
+  return values
+
+
+def test_finetuning_flags_have_google_researchs_defaults_and_the_tasks():
+  values = _finetuning_flags()
+  assert {name: values[name].value for name in (
+      "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
+      "num_train_epochs", "warmup_proportion", "do_lower_case", "seed", "dynamic_padding", "model_name",
+      "save_checkpoints_steps", "steps_per_loop", "log_steps")} == dict(
+          max_seq_length=128, train_batch_size=32, eval_batch_size=8, predict_batch_size=8, learning_rate=5e-5,
+          num_train_epochs=3.0, warmup_proportion=0.1, do_lower_case=True, seed=12345, dynamic_padding=True,
+          model_name=None, save_checkpoints_steps=1000, steps_per_loop=50, log_steps=50)
+  assert "max_train_examples" not in values
+  values = _finetuning_flags(max_seq_length=384, train_batch_size=13, learning_rate=2e-5, model_name="squad",
+                             eval_batch_size=False, max_train_examples=True,
+                             helps={"export_dir": "Answers, exported."})
+  assert (values.max_seq_length, values.train_batch_size, values.learning_rate, values.model_name) == \
+      (384, 13, 2e-5, "squad")
+  assert "eval_batch_size" not in values and values.max_train_examples == 0
+  shown = " ".join(values.module_help(__name__).split())  # absl wraps the help at 80 columns
+  assert "--export_dir: Answers, exported." in shown and "--[no]do_eval: E." in shown
+  assert "--output_dir: Where checkpoints, results, predictions and squad_model/ go." in shown
+  assert "--max_seq_length: Tokens per window after WordPiece" in shown
+
+
+def test_finetuning_flags_are_key_flags_of_the_defining_script_training_and_evaluation_flags_included():
+  keys = {flag.name for flag in _finetuning_flags().get_key_flags_for_module(__name__)}
+  assert {"output_dir", "init_checkpoint", "learning_rate", "seed", "export_dir", "model_name", "optimizer",
+          "use_tpu", *cli.EVALUATION_FLAGS} <= keys
+
+
+def test_help_for_a_flag_that_is_not_shared_is_refused():
+  with pytest.raises(ValueError, match="help for doc_stride: not a shared fine-tuning flag"):
+    _finetuning_flags(helps={"doc_stride": "Tokens."})
+
+
+def test_the_finetuning_config_is_built_from_the_flags(tmp_path):
+  from bert_tf.training import finetuning
+  from tests import training_helpers as th
+
+  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
+  (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+  common = [f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--vocab_file={tmp_path / 'vocab.txt'}"]
+  with pytest.raises(ValueError, match="^--output_dir is required$"):
+    cli.finetuning_config(dict, flag_values=_finetuning_flags(*common))
+  given = _finetuning_flags(*common, f"--output_dir={tmp_path / 'out'}", "--learning_rate=3e-5", "--do_train",
+                            "--max_seq_length=37", "--eval_batch_size=5", "--seed=7", "--eval_every_steps=3",
+                            "--nodynamic_padding", eval_batch_size=True)
+  with pytest.raises(ValueError, match="^--features_dir is required: a folder for the features$"):
+    cli.finetuning_config(dict, require={"features_dir": "a folder for the features"}, flag_values=given)
+  built = cli.finetuning_config(dict, flag_values=given, doc_stride=11)
+  ft = built.pop("finetuning")
+  assert isinstance(ft, finetuning.FinetuningConfig)
+  assert (ft.output_dir, ft.learning_rate, ft.eval_batch_size, ft.seed, ft.eval_every_steps, ft.train_batch_size) \
+      == (str(tmp_path / "out"), 3e-5, 5, 7, 3, 32)
+  assert ft.bert_config == th.tiny_bert_config()
+  assert built == dict(vocab_file=str(tmp_path / "vocab.txt"), bert_config_file=str(tmp_path / "bert_config.json"),
+                       do_lower_case=True, do_train=True, do_eval=False, do_predict=False, max_seq_length=37,
+                       features_dir=None, dynamic_padding=False, export_dir=None, model_name=None, doc_stride=11)
+
+
+def test_the_run_scripts_define_only_their_tasks_own_flags():
+  """The flags every fine-tuning script has are cli.define_finetuning_flags'; a script defines no such flag."""
+  import os
+  import re
+
+  shared = set(_finetuning_flags(max_train_examples=True))
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for script in ("run_classifier", "run_squad", "run_ner", "run_swag"):
+    with open(os.path.join(repo, "scripts", f"{script}.py"), encoding="utf-8") as f:
+      own = re.findall(r"DEFINE_\w+\(\s*\"(\w+)\"", f.read())
+    assert own and not set(own) & shared, (script, sorted(set(own) & shared))
