@@ -18,8 +18,8 @@ from bert_tf import registry
 
 # The files of scripts/ that belong to no fine-tuning task; each registered task adds its own (run_<task>,
 # export_<task>: bert_tf/registry.py). The command of each is "bert-tf-" + its name with dashes (`command_name`).
-GENERAL_SCRIPTS = ("convert_checkpoint", "create_pretraining_data", "extract_features", "inspect_tfrecords", "learn_vocab",
-                   "main_job", "predict", "run_pretraining")
+GENERAL_SCRIPTS = ("convert_checkpoint", "create_pretraining_data", "export", "extract_features", "inspect_tfrecords",
+                   "learn_vocab", "main_job", "predict", "run_pretraining")
 SCRIPTS = tuple(sorted(GENERAL_SCRIPTS + tuple(s for task in registry.tasks() for s in task.scripts())))
 SCRIPTS_PACKAGE = "bert_tf_scripts"
 

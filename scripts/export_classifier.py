@@ -9,29 +9,10 @@ writes export/mrpc/<version>/ (the next free version unless --model_version): a 
 fit its bert_config.json (checked before anything is written).
 """
 
-from absl import flags
-
 from bert_tf import cli
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("classifier_dir", None, "A fine-tuned classifier: <run_classifier --output_dir>/classifier, "
-                    "or a Hugging Face BertForSequenceClassification (its folder, or hf:<id>).")
-flags.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
-flags.DEFINE_string("model_name", None, "The served model's name (default: the task name, lower case).")
-flags.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")
-
-
-def main(argv):
-  del argv
-  for name in ("classifier_dir", "export_dir"):
-    if not getattr(FLAGS, name):
-      raise ValueError(f"--{name} is required")
-  from bert_tf.tasks.classification import serving as classifier_serving
-
-  path = classifier_serving.export_from_directory(FLAGS.classifier_dir, FLAGS.export_dir, FLAGS.model_name,
-                                       FLAGS.model_version)
-  print(path)
-
+# scripts/export.py for this task alone (bert_tf/cli.py), with this script's flag for the folder.
+cli.define_export_flags("classifier", model_dir_flag="classifier_dir")
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(cli.export_main("classifier", model_dir_flag="classifier_dir"))

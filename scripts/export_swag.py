@@ -9,27 +9,10 @@ every task shares (`serving.export_servable`). (`scripts/run_swag.py --export_di
 of a run.)
 """
 
-from absl import flags
-
 from bert_tf import cli
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A fine-tuned SWAG model: <run_swag --output_dir>/swag_model, or a "
-                    "Hugging Face BertForMultipleChoice (its folder, or hf:<id>).")
-flags.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
-flags.DEFINE_string("model_name", "swag", "The served model's name.")
-flags.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")
-
-
-def main(argv):
-  del argv
-  for name in ("model_dir", "export_dir"):
-    if not getattr(FLAGS, name):
-      raise ValueError(f"--{name} is required")
-  from bert_tf.tasks.swag import serving as swag_serving
-
-  print(swag_serving.export_swag(FLAGS.model_dir, FLAGS.export_dir, FLAGS.model_name, FLAGS.model_version))
-
+# scripts/export.py for this task alone (bert_tf/cli.py), with this script's flag for the folder.
+cli.define_export_flags("swag", model_dir_flag="model_dir")
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(cli.export_main("swag", model_dir_flag="model_dir"))

@@ -1,0 +1,66 @@
+"""scripts/export.py (bert_tf/cli.py's `define_export_flags`, `task_of_model_dir`, `export_main`): any fine-tuned
+folder exports as the task its settings file names; scripts/export_<task>.py are the same for one task."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import training_helpers as th
+from bert_tf import cli, registry
+
+
+def _fake_model_dir(directory, settings_name: str) -> str:
+  """The files that say a folder is a task model's (`folder_kind`): weights (one variable), bert_config.json and the
+  settings file."""
+  import tensorflow as tf
+
+  os.makedirs(directory)
+  tf.train.Checkpoint(v=tf.Variable(1.0)).write(os.path.join(directory, "model"))
+  for name in ("bert_config.json", settings_name):
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+      f.write("{}")
+  return str(directory)
+
+
+def test_the_folder_or_the_run_holding_it_says_the_task(tmp_path):
+  for task in registry.tasks():
+    folder = _fake_model_dir(tmp_path / task.name / task.model_dir, task.settings_name)
+    assert cli.task_of_model_dir(folder) == (task, folder)
+    assert cli.task_of_model_dir(str(tmp_path / task.name)) == (task, os.path.join(tmp_path, task.name,
+                                                                                   task.model_dir))
+
+
+def test_a_folder_of_no_task_or_of_several_is_refused_naming_the_flag(tmp_path):
+  with pytest.raises(FileNotFoundError, match=f"^--model_dir={tmp_path}/none: no such folder"):
+    cli.task_of_model_dir(str(tmp_path / "none"))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(ValueError, match=f"^--classifier_dir={tmp_path}/empty: not a fine-tuned model \\(no "
+                     "classifier.json, ner.json, squad.json, swag.json beside"):
+    cli.task_of_model_dir(str(tmp_path / "empty"), "classifier_dir")
+  _fake_model_dir(tmp_path / "both" / "squad_model", "squad.json")
+  _fake_model_dir(tmp_path / "both" / "ner_model", "ner.json")
+  with pytest.raises(ValueError, match="holds the model folders of 2 tasks \\(ner_model, squad_model\\); give one"):
+    cli.task_of_model_dir(str(tmp_path / "both"))
+
+
+def test_export_py_exports_the_task_of_the_run_it_is_given_and_refuses_another_tasks_flags(swag_export, tmp_path):
+  script = os.path.join(th.REPO, "scripts", "export.py")
+  run = str(swag_export["directory"])  # a run's --output_dir: swag_model/ and export/ inside
+  refused = th.run_python([script, f"--model_dir={run}", f"--export_dir={tmp_path}", "--n_best_size=5"])
+  assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+      f"error: --n_best_size: for a SQuAD model only, and --model_dir={run} is a SWAG model; drop it")
+  done = th.run_python([script, f"--model_dir={run}", f"--export_dir={tmp_path}", "--model_version=3"])
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "swag" / "3")
+  with open(tmp_path / "swag" / "3" / "assets.extra" / "bert_tf_manifest.json", encoding="utf-8") as f:
+    assert json.load(f)["task"] == "swag"
+
+
+@pytest.mark.parametrize("task,flag", [("classifier", "classifier_dir"), ("squad", "squad_model_dir")])
+def test_the_task_scripts_keep_their_flags(task, flag):
+  shown = th.run_python([os.path.join(th.REPO, "scripts", f"export_{task}.py"), "--help"]).stdout
+  assert f"  --{flag}: A fine-tuned" in shown and "  --model_dir" not in shown
+  assert ("  --n_best_size" in shown) == (task == "squad")
