@@ -14,8 +14,11 @@ import glob as _glob
 import hashlib
 import os
 import random
+import re
 import shutil
+import socket
 import uuid
+import zlib
 
 
 def is_remote(path: str) -> bool:
@@ -176,8 +179,8 @@ def create_new(path: str, text: str) -> bool:
 
 def temp_path_for(path: str, owner: str = "") -> str:
   """A hidden sibling of `path` that `commit` later renames onto it; unique per call. `owner`
-  (`run_lock.owner_tag()`) names the writing process, so that a later run can tell a dead writer's leftover
-  (`run_lock.remove_dead_leftovers`) from a live one's."""
+  (`owner_tag()`) names the writing process, so that a later run can tell a dead writer's leftover
+  (`remove_dead_leftovers`) from a live one's."""
   head, tail = os.path.split(path)
   return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}" + (f".{owner}" if owner else ""))
 
@@ -246,3 +249,58 @@ def expand_globs(patterns: str, what: str = "--input_file") -> list[str]:
   if not files:
     raise FileNotFoundError(f"{what} is empty; give one or more comma-separated files or globs")
   return files
+
+
+# -- Leftovers of killed writers -------------------------------------------------------------------------------
+
+
+def process_start(pid: int) -> int | None:
+  """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+  try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+      stat = f.read().decode("utf-8", "replace")
+  except OSError:
+    return None
+  # The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
+  return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+  """Whether the process `pid` of this host runs, and is the one that started at `start` (`process_start`; None:
+  any process of that pid): a reused pid has another start time."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Another user's live process.
+    return True
+  return start is None or process_start(pid) in (None, start)
+
+
+_OWNER = re.compile(r"owner-([0-9a-f]{8})-(\d+)")
+
+
+def owner_tag() -> str:
+  """`owner-<host hash>-<pid>`, for the name of a temporary file or folder this process writes, so that a later
+  run can remove it once this process is gone (`remove_dead_leftovers`)."""
+  return f"owner-{zlib.crc32(socket.gethostname().encode()):08x}-{os.getpid()}"
+
+
+def remove_dead_leftovers(directory: str, prefix: str) -> list[str]:
+  """Removes the entries of local `directory` named `prefix`... with an `owner_tag` of a process of this host that
+  is no longer running (killed mid-write); returns them. Other hosts' and live processes' entries stay."""
+  if not os.path.isdir(directory):
+    return []
+  host = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+  removed = []
+  for name in sorted(os.listdir(directory)):
+    found = _OWNER.search(name)
+    if not name.startswith(prefix) or not found or found.group(1) != host or process_alive(int(found.group(2)), None):
+      continue
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      os.remove(path)
+    removed.append(path)
+  return removed

@@ -167,16 +167,16 @@ def test_bad_flags_are_refused_up_front(runner, options, temp_dir, message):
 
 
 def test_a_run_removes_the_work_dirs_of_killed_runs(tmp_path):
-  from bert_tf.training import run_lock
+  from bert_tf import fileio
   from test_run_lock import dead_owner_tag
 
   left = tmp_path / f"bert_tf_beam_{dead_owner_tag()}_0123456789ab"
   (left / "staged").mkdir(parents=True)
-  live = tmp_path / f"bert_tf_beam_{run_lock.owner_tag()}_ba9876543210"
+  live = tmp_path / f"bert_tf_beam_{fileio.owner_tag()}_ba9876543210"
   untagged = tmp_path / "bert_tf_beam_0123456789ab"  # whose process cannot be told: left alone
   live.mkdir(), untagged.mkdir()
   work = beam_pipeline._make_work_dir(str(tmp_path))
-  assert os.path.basename(work).startswith(f"bert_tf_beam_{run_lock.owner_tag()}_")
+  assert os.path.basename(work).startswith(f"bert_tf_beam_{fileio.owner_tag()}_")
   assert sorted(os.listdir(tmp_path)) == sorted([live.name, untagged.name, os.path.basename(work)])
 
 

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import training_helpers as th
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.model import checkpoints
@@ -23,7 +24,7 @@ from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import run as ner_run
 from bert_tf.tasks.ner import feature_based as nfb
 from bert_tf.tasks.ner import model as nf
-from bert_tf.training import finetuning, run_lock
+from bert_tf.training import finetuning
 
 T = 13
 L = 4
@@ -178,10 +179,10 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
   cache = tmp_path / "f" / "ner_layers"
   cache.mkdir(parents=True)
   (cache / f".x.tfrecord.tmp-0123abcd.{dead_owner_tag()}").write_bytes(b"\0" * 1000)
-  (cache / f".y.tfrecord.tmp-0123abcd.{run_lock.owner_tag()}").write_bytes(b"\0" * 10)
+  (cache / f".y.tfrecord.tmp-0123abcd.{fileio.owner_tag()}").write_bytes(b"\0" * 10)
   layers, reused = nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3)
   assert sorted(os.listdir(cache)) == sorted([os.path.basename(layers.path), os.path.basename(layers.path) + ".json",
-                                              f".y.tfrecord.tmp-0123abcd.{run_lock.owner_tag()}"])
+                                              f".y.tfrecord.tmp-0123abcd.{fileio.owner_tag()}"])
   assert not reused and layers.num_windows == len(windows) == 7
   assert (layers.num_layers, layers.hidden_size, layers.num_words) == (L + 1, 14, info.num_words)
   assert layers.path.startswith(f"{tmp_path}/f/ner_layers/")

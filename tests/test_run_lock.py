@@ -9,18 +9,19 @@ import time
 
 import pytest
 
+from bert_tf import fileio
 from bert_tf.errors import OutputDirInUse
 from bert_tf.training import run_lock
 
 
 def dead_owner_tag() -> str:
-  """`run_lock.owner_tag()` of a process of this host that has ended."""
+  """`fileio.owner_tag()` of a process of this host that has ended."""
   ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-  return run_lock.owner_tag().rsplit("-", 1)[0] + f"-{int(ended.stdout)}"
+  return fileio.owner_tag().rsplit("-", 1)[0] + f"-{int(ended.stdout)}"
 
 
 def test_remove_dead_leftovers_removes_only_what_a_dead_process_of_this_host_left(tmp_path):
-  dead, live = dead_owner_tag(), run_lock.owner_tag()
+  dead, live = dead_owner_tag(), fileio.owner_tag()
   (tmp_path / f".a.tfrecord.tmp-01234567.{dead}").write_bytes(b"x" * 100)
   (tmp_path / f"bert_tf_beam_{dead}_0123").mkdir()
   (tmp_path / f"bert_tf_beam_{dead}_0123" / "shard").write_text("x")
@@ -28,11 +29,11 @@ def test_remove_dead_leftovers_removes_only_what_a_dead_process_of_this_host_lef
           ".d.tfrecord.tmp-01234567", "notes"]
   for name in kept:
     (tmp_path / name).write_text("x")
-  assert run_lock.remove_dead_leftovers(str(tmp_path), "bert_tf_beam_") == [
+  assert fileio.remove_dead_leftovers(str(tmp_path), "bert_tf_beam_") == [
       str(tmp_path / f"bert_tf_beam_{dead}_0123")]
-  assert run_lock.remove_dead_leftovers(str(tmp_path), ".") == [str(tmp_path / f".a.tfrecord.tmp-01234567.{dead}")]
+  assert fileio.remove_dead_leftovers(str(tmp_path), ".") == [str(tmp_path / f".a.tfrecord.tmp-01234567.{dead}")]
   assert sorted(os.listdir(tmp_path)) == sorted(kept)
-  assert run_lock.remove_dead_leftovers(str(tmp_path / "absent"), ".") == []
+  assert fileio.remove_dead_leftovers(str(tmp_path / "absent"), ".") == []
 
 
 def _plant(directory, **record):
@@ -58,11 +59,11 @@ def test_a_lock_is_held_for_the_block_and_released(tmp_path, monkeypatch):
 def test_a_live_holder_on_this_host_refuses_and_a_dead_or_reused_pid_is_taken_over(tmp_path):
   sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
   try:
-    _plant(tmp_path / "live", pid=sleeper.pid, process_start=run_lock._process_start(sleeper.pid))
+    _plant(tmp_path / "live", pid=sleeper.pid, process_start=fileio.process_start(sleeper.pid))
     with pytest.raises(OutputDirInUse, match=f"pid {sleeper.pid}, started 2026-11-23T10:00:00"):
       run_lock.RunLock(str(tmp_path / "live")).acquire()
     # The same pid with another start time is another process that reused the pid: the holder is dead.
-    _plant(tmp_path / "reused", pid=sleeper.pid, process_start=run_lock._process_start(sleeper.pid) - 1)
+    _plant(tmp_path / "reused", pid=sleeper.pid, process_start=fileio.process_start(sleeper.pid) - 1)
     with run_lock.RunLock(str(tmp_path / "reused")):
       assert json.loads((tmp_path / "reused" / ".lock").read_text())["pid"] == os.getpid()
   finally:

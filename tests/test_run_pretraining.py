@@ -221,13 +221,13 @@ def _locked_output_dir(directory):
   import json
   import socket
 
-  from bert_tf.training import run_lock
+  from bert_tf import fileio
 
   th.write_records(directory / "data", num_files=1, per_file=2)
   th.tiny_bert_config().to_json_file(str(directory / "bert_config.json"))
   os.makedirs(directory / "busy")
   holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": "2026-11-23T10:00:00",
-            "process_start": run_lock._process_start(os.getpid()), "heartbeat": 0}  # this live test process
+            "process_start": fileio.process_start(os.getpid()), "heartbeat": 0}  # this live test process
   (directory / "busy" / ".lock").write_text(json.dumps(holder))
   return lambda: subprocess.run([sys.executable, SCRIPT, *_flags("busy")], cwd=directory, env=th.python_env(),
                                 capture_output=True, text=True, timeout=200)
@@ -302,3 +302,63 @@ def test_lengths_over_the_position_embeddings_and_static_whole_word_masking_exit
       "whole_word_mask": "error: --do_whole_word_mask needs --dynamic_masking: "}[case]
   assert expected in result.stderr, result.stderr[-2000:]
   assert not os.path.exists(directory / "out")  # failed before anything was written
+
+
+# mixed_float16 (issue 32, section 3): a loss scale that doubles after every 2 finite updates (Keras: 2000) soon
+# overflows float16, and halves on a skipped update; a run killed between a skip and the next doubling resumes to
+# the uninterrupted run's very weights, optimizer state, loss scale and count of skipped updates.
+FP16_STEPS = 12
+FP16_ENV = {"BERT_TF_LOSS_SCALE_GROWTH_STEPS": "2"}
+
+
+def _fp16_flags(out):
+  return _flags(out, actions=("--do_train",)) + [
+      "--dtype=mixed_float16", "--learning_rate=3e-3", f"--num_train_steps={FP16_STEPS}", "--log_steps=1",
+      "--save_checkpoints_steps=2", "--keep_checkpoint_max=10"]
+
+
+def _loss_scales(output) -> dict[int, tuple[float, int]]:
+  """{step: (loss scale, updates skipped in that step)} from a run's progress lines (--log_steps=1)."""
+  scales = {}
+  for line in output.splitlines():
+    if f"/{FP16_STEPS}  loss " in line and " loss_scale " in line:
+      step = int(line.split("step ", 1)[1].split("/", 1)[0])
+      skipped = int(float(line.split(" skipped_updates ", 1)[1].split()[0])) if " skipped_updates " in line else 0
+      scales[step] = (float(line.split(" loss_scale ", 1)[1].split()[0]), skipped)
+  return scales
+
+
+@pytest.mark.slow
+def test_a_float16_run_killed_between_a_skipped_update_and_the_next_doubling_resumes_bit_identically(tmp_path):
+  th.write_records(tmp_path / "data")
+  th.tiny_bert_config(dropout=0.1).to_json_file(str(tmp_path / "bert_config.json"))
+  rc, whole = _finish(_start(tmp_path, [SCRIPT, *_fp16_flags("whole")], **FP16_ENV))
+  assert rc == 0, whole[-3000:]
+  scales = _loss_scales(whole)
+  assert sorted(scales) == list(range(1, FP16_STEPS + 1)), whole[-3000:]
+  skipped = [step for step, (_, n) in scales.items() if n]
+  # The killed run's newest checkpoint: the first even step (checkpoints every 2) at or after the first skip.
+  resume_at = skipped[0] + skipped[0] % 2
+  assert resume_at <= FP16_STEPS - 3, scales  # room for a doubling after it
+  assert any(scales[s][0] > scales[s - 1][0] for s in range(resume_at + 1, FP16_STEPS + 1)), scales
+  total = len(skipped)
+  assert f"mixed_float16: {total} of {FP16_STEPS} updates skipped for non-finite gradients" in whole
+
+  rc, killed = _finish(_start(tmp_path, [HELPER, *_fp16_flags("resumed")], INTERRUPT_AT_STEP=resume_at + 1,
+                              INTERRUPT_SIGNAL="KILL", **FP16_ENV))
+  assert rc == -signal.SIGKILL, killed[-3000:]
+  assert _loss_scales(killed) == {s: scales[s] for s in range(1, resume_at + 1)}  # killed before its line
+  rc, rerun = _finish(_start(tmp_path, [SCRIPT, *_fp16_flags("resumed")], **FP16_ENV))
+  assert rc == 0, rerun[-3000:]
+  assert f"resuming at step {resume_at}" in rerun
+  assert _loss_scales(rerun) == {s: scales[s] for s in range(resume_at + 1, FP16_STEPS + 1)}
+  assert f"mixed_float16: {total} of {FP16_STEPS} updates skipped" in rerun  # the count went on from the checkpoint
+  whole_weights = _weights(str(tmp_path / "whole" / "checkpoints" / f"ckpt-{FP16_STEPS}"))
+  resumed = _weights(str(tmp_path / "resumed" / "checkpoints" / f"ckpt-{FP16_STEPS}"))
+  assert whole_weights.keys() == resumed.keys()
+  assert resumed["skipped_updates/.ATTRIBUTES/VARIABLE_VALUE"] == total
+  # The loss scale (the progress line shows 4 digits) is among the variables compared.
+  assert any(v.shape == () and v.dtype == np.float32 and float(f"{v:.4g}") == scales[FP16_STEPS][0]
+             for v in whole_weights.values()), sorted(whole_weights)
+  for name in whole_weights:
+    np.testing.assert_array_equal(resumed[name], whole_weights[name], err_msg=name)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import ast
 import os
 
-import pytest
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
     "classification": {"hf_head", "glue", "user_data", "classifier", "metrics", "serving", "run"},
@@ -123,7 +121,6 @@ def layer_of(module: str) -> int | None:
                if any(module == p or module.startswith(p + ".") for p in prefixes)), None)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: data/beam_pipeline uses training/run_lock's owner tags")
 def test_layers_import_only_downwards():
   upward = sorted(f"{name} -> {target}" for name, targets in import_graph().items() for target in targets
                   if layer_of(name) is not None and layer_of(target) is not None and layer_of(target) > layer_of(name))

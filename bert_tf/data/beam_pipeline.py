@@ -127,14 +127,12 @@ def pipeline_options(runner: str, options: str = ""):
 
 def _make_work_dir(temp_dir: str | None) -> str:
   """A fresh directory for one run's staged files: under `temp_dir`, or a local temporary directory. Named after
-  this process (`run_lock.owner_tag`), so that the next run removes the directories of runs that were killed
+  this process (`fileio.owner_tag`), so that the next run removes the directories of runs that were killed
   (a `finally` removes a finished or failed run's own)."""
-  from bert_tf.training import run_lock
-
-  owner = run_lock.owner_tag()
+  owner = fileio.owner_tag()
   parent = tempfile.gettempdir() if temp_dir is None else temp_dir
   if not fileio.is_remote(parent):
-    for path in run_lock.remove_dead_leftovers(parent, "bert_tf_beam_"):
+    for path in fileio.remove_dead_leftovers(parent, "bert_tf_beam_"):
       log.warning("removed %s, left by an interrupted Beam run", path)
   if temp_dir is None:
     return tempfile.mkdtemp(prefix=f"bert_tf_beam_{owner}_")

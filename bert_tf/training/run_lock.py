@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import socket
 import sys
 import threading
 import time
-import zlib
 
 from absl import logging
 
@@ -38,56 +35,6 @@ from bert_tf.errors import OutputDirInUse
 LOCK_NAME = ".lock"
 HEARTBEAT_SECONDS = 60.0
 STALE_SECONDS = 600.0
-
-
-def _process_start(pid: int) -> int | None:
-  """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
-  try:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-      stat = f.read().decode("utf-8", "replace")
-  except OSError:
-    return None
-  # The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
-  return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _alive(pid: int, process_start: int | None) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # Another user's live process.
-    return True
-  return process_start is None or _process_start(pid) in (None, process_start)
-
-
-_OWNER = re.compile(r"owner-([0-9a-f]{8})-(\d+)")
-
-
-def owner_tag() -> str:
-  """`owner-<host hash>-<pid>`, for the name of a temporary file or folder this process writes, so that a later
-  run can remove it once this process is gone (`remove_dead_leftovers`)."""
-  return f"owner-{zlib.crc32(socket.gethostname().encode()):08x}-{os.getpid()}"
-
-
-def remove_dead_leftovers(directory: str, prefix: str) -> list[str]:
-  """Removes the entries of local `directory` named `prefix`... with an `owner_tag` of a process of this host that
-  is no longer running (killed mid-write); returns them. Other hosts' and live processes' entries stay."""
-  if not os.path.isdir(directory):
-    return []
-  host = f"{zlib.crc32(socket.gethostname().encode()):08x}"
-  removed = []
-  for name in sorted(os.listdir(directory)):
-    found = _OWNER.search(name)
-    if not name.startswith(prefix) or not found or found.group(1) != host or _alive(int(found.group(2)), None):
-      continue
-    path = os.path.join(directory, name)
-    if os.path.isdir(path):
-      shutil.rmtree(path, ignore_errors=True)
-    else:
-      os.remove(path)
-    removed.append(path)
-  return removed
 
 
 def is_chief_from_env() -> bool:
@@ -150,7 +97,7 @@ class RunLock:
     if not record or "pid" not in record:
       return False
     if record.get("host") == socket.gethostname():
-      return _alive(int(record["pid"]), record.get("process_start"))
+      return fileio.process_alive(int(record["pid"]), record.get("process_start"))
     return time.time() - float(record.get("heartbeat", 0)) < STALE_SECONDS
 
   @staticmethod
@@ -162,7 +109,7 @@ class RunLock:
 
   def _new_record(self) -> dict:
     now = time.time()
-    return {"host": socket.gethostname(), "pid": os.getpid(), "process_start": _process_start(os.getpid()),
+    return {"host": socket.gethostname(), "pid": os.getpid(), "process_start": fileio.process_start(os.getpid()),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)), "heartbeat": now,
             "command": " ".join(sys.argv)[:500]}
 

@@ -41,7 +41,6 @@ from bert_tf.model.layers import Dropout16, in_xla_context, truncated_normal
 from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.common.features import feature_file_key, read_description
 from bert_tf.tasks.ner import model as nf
-from bert_tf.training import run_lock
 
 LAYERS_KEY = "layers"  # the cached input's entry: float32 [B, T, L + 1, H]
 
@@ -194,7 +193,7 @@ def write_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, path: str
     return tf.cast(tf.stack(feature_choice.stacked_outputs(outputs), axis=2), tf.float32)  # [B, T', L+1, H]
 
   # Named after this process: the next run removes what a killed one left (`cached_layer_file`).
-  writer = records.TFRecordFileWriter(path, owner=run_lock.owner_tag())
+  writer = records.TFRecordFileWriter(path, owner=fileio.owner_tag())
   count = words = 0
   try:
     for batch in dataset:
@@ -231,7 +230,7 @@ def cached_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, features
   if info is not None:
     return info, True
   if not fileio.is_remote(path):
-    for leftover in run_lock.remove_dead_leftovers(os.path.dirname(path), "."):
+    for leftover in fileio.remove_dead_leftovers(os.path.dirname(path), "."):
       say(f"removed {leftover}, left by an interrupted run")
   return write_layer_file(encoder, windows, path, batch_size, fingerprint, say), False
 
