@@ -49,6 +49,8 @@ class MainJobConfig:
   finetune_max_seq_length: int = 64
   finetune_log_steps: int = 25
   model_name: str = "documents"
+  # Compute precision of pretraining and fine-tuning (bench/bench_mixed_precision.py compares the three).
+  dtype: str = "float32"
 
 
 def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Callable[[str], None]) -> dict:
@@ -63,7 +65,8 @@ def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Call
       train_batch_size=config.pretrain_batch_size, learning_rate=config.pretrain_learning_rate,
       num_train_steps=config.pretrain_steps, num_warmup_steps=config.pretrain_warmup_steps,
       save_checkpoints_steps=config.pretrain_steps, steps_per_loop=config.pretrain_log_steps,
-      log_steps=config.pretrain_log_steps, distribution_strategy="one_device", seed=config.random_seed)
+      log_steps=config.pretrain_log_steps, distribution_strategy="one_device", seed=config.random_seed,
+      dtype=config.dtype)
   result = pretraining.run_pretraining(run_config)
   first, last = result.history[0], result.history[-1]
   for name in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"):
@@ -105,8 +108,10 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
       output_dir=output_dir, bert_config=bert_config, init_checkpoint=pretrained_dir,
       train_batch_size=config.finetune_batch_size, learning_rate=config.finetune_learning_rate,
       num_train_epochs=config.finetune_epochs, steps_per_loop=config.finetune_log_steps,
-      log_steps=config.finetune_log_steps, distribution_strategy="one_device", seed=config.random_seed)
-  task = classification.ClassificationTask(bert_config, len(labels), files["train"].path, seq, seed=ft.seed)
+      log_steps=config.finetune_log_steps, distribution_strategy="one_device", seed=config.random_seed,
+      dtype=config.dtype)
+  task = classification.ClassificationTask(bert_config, len(labels), files["train"].path, seq, seed=ft.seed,
+                                           dtype=config.dtype)
   strategy = ft.strategy()
   run, result = finetuning.train(task, ft, files["train"].num_examples, strategy)
   dataset = classification.classifier_dataset(files["dev"].path, 32, seq, False, is_training=False,
@@ -155,14 +160,39 @@ def _export_and_predict(config: MainJobConfig, classifier_dir: str, sample: list
 def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = print) -> dict:
   """Runs every stage; returns a summary dict (also written to `<work_dir>/summary.json`)."""
   from bert_tf import fileio
-  from bert_tf.data import corpus, describe, instances, pretraining_data, text_io, tokenization, vocab_learning
 
   started = time.time()
-  summary: dict = {}
 
   def stage(title: str) -> None:
     say(f"\n== [{time.time() - started:6.1f} s] {title}")
 
+  summary = prepare_data(config, say, stage)
+  stage(f"4/6 pretraining the tiny encoder for {config.pretrain_steps} steps (MLM + NSP, batch "
+        f"{config.pretrain_batch_size}, one device)")
+  summary["pretraining"] = _pretrain(config, ",".join(summary["records"]["output_files"]), summary["vocab"]["size"],
+                                     say)
+
+  stage(f"5/6 fine-tuning the pretrained encoder to tell which document a sentence comes from "
+        f"({config.finetune_epochs:g} epochs, batch {config.finetune_batch_size})")
+  summary["finetuning"] = _finetune(config, summary["vocab"]["file"], summary["pretraining"]["output_dir"], say)
+
+  stage("6/6 export for TensorFlow Serving, and a prediction from the SavedModel in a fresh process")
+  summary["export"] = _export_and_predict(config, summary["finetuning"]["classifier_dir"],
+                                          summary["finetuning"]["sample"], say)
+  summary["elapsed_seconds"] = round(time.time() - started, 1)
+  fileio.write_text_atomic(os.path.join(config.work_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
+  say(f"\nmain job done in {summary['elapsed_seconds']} s; summary in {config.work_dir}/summary.json")
+  return summary
+
+
+def prepare_data(config: MainJobConfig, say: Callable[[str], None] = print,
+                 stage: Callable[[str], None] | None = None) -> dict:
+  """Stages 1-3: the corpus, its vocabulary and the pretraining records -> the summary's "corpus", "vocab" and
+  "records" entries (`records["output_files"]`: the record files)."""
+  from bert_tf.data import corpus, describe, instances, pretraining_data, text_io, tokenization, vocab_learning
+
+  stage = stage or (lambda title: say(f"\n== {title}"))
+  summary: dict = {}
   stage("1/6 embedded corpus (pydoc_data.topics) -> one sentence a line, blank line between documents")
   corpus_file = corpus.write_default_corpus(os.path.join(config.work_dir, "corpus.txt"))
   lines = [line for _, line in text_io.iter_lines(corpus_file)]
@@ -203,19 +233,4 @@ def run(config: MainJobConfig = MainJobConfig(), say: Callable[[str], None] = pr
       break
     say(f"--- instance {k} of {outputs[0]}")
     say(describe.decode_instance(example, inv_vocab))
-
-  stage(f"4/6 pretraining the tiny encoder for {config.pretrain_steps} steps (MLM + NSP, batch "
-        f"{config.pretrain_batch_size}, one device)")
-  summary["pretraining"] = _pretrain(config, ",".join(outputs), len(tokens), say)
-
-  stage(f"5/6 fine-tuning the pretrained encoder to tell which document a sentence comes from "
-        f"({config.finetune_epochs:g} epochs, batch {config.finetune_batch_size})")
-  summary["finetuning"] = _finetune(config, vocab_file, summary["pretraining"]["output_dir"], say)
-
-  stage("6/6 export for TensorFlow Serving, and a prediction from the SavedModel in a fresh process")
-  summary["export"] = _export_and_predict(config, summary["finetuning"]["classifier_dir"],
-                                          summary["finetuning"]["sample"], say)
-  summary["elapsed_seconds"] = round(time.time() - started, 1)
-  fileio.write_text_atomic(os.path.join(config.work_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
-  say(f"\nmain job done in {summary['elapsed_seconds']} s; summary in {config.work_dir}/summary.json")
   return summary

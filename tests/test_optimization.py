@@ -183,3 +183,18 @@ def test_bias_corrected_adamw_adds_epsilon_as_torch_does():
   np.testing.assert_allclose(var.numpy(), [-1e-5 / 1.1e-5, 1e-5 / 1.1e-5], rtol=1e-5)
   opt.apply([tf.constant([1e-5, -1e-5])], [var])  # Same gradient: m_hat = g, v_hat = g^2 again.
   np.testing.assert_allclose(var.numpy(), [-2e-5 / 1.1e-5, 2e-5 / 1.1e-5], rtol=1e-5)
+
+
+def test_float16_loss_scale_growth_steps_from_the_environment(monkeypatch):
+  opt = optimization.create_optimizer("adamw", 1e-3, num_train_steps=10, dtype="mixed_float16")
+  assert opt.dynamic_growth_steps == 2000  # Keras' default
+  monkeypatch.setenv("BERT_TF_LOSS_SCALE_GROWTH_STEPS", "3")
+  opt = optimization.create_optimizer("adamw", 1e-3, num_train_steps=10, dtype="mixed_float16")
+  var = keras.Variable(np.zeros((2,), np.float32), name="kernel")
+  opt.build([var])
+  for _ in range(3):
+    opt.apply([tf.ones((2,)) * opt.dynamic_scale], [var])
+  assert opt.dynamic_growth_steps == 3 and float(opt.dynamic_scale.numpy()) == 2.0**16  # doubled after 3
+  monkeypatch.setenv("BERT_TF_LOSS_SCALE_GROWTH_STEPS", "0")
+  with pytest.raises(ValueError, match=r"^BERT_TF_LOSS_SCALE_GROWTH_STEPS='0': must be an integer >= 1"):
+    optimization.create_optimizer("adamw", 1e-3, num_train_steps=10, dtype="mixed_float16")

@@ -2,6 +2,7 @@
 checkpoint selection, and the encoder hand-off in all its forms."""
 
 import os
+import sys
 import types
 
 import keras
@@ -190,3 +191,46 @@ def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path,
   with pytest.raises(ValueError, match="mixed_bfloat16"):
     pretraining.PretrainingConfig(**{**vars(config), "dtype": "mixed_float16",
                                      "distribution_strategy": "tpu"}).validate()
+
+
+# Issue 32, section 3 (the suite's version of bench/bench_mixed_precision.py): the loss curve of each mixed policy
+# within CURVE_TOLERANCE (relative, each value the mean of 5 steps, over the second half) of float32's, the same
+# batches in the same order. The bench holds its runs to 3% on the main job's model; these tiny runs stay well
+# inside the same bound.
+CURVE_TOLERANCE = 0.03
+
+
+def _curve(data, output_dir, dtype, steps=30, growth_steps=None):
+  keras.utils.set_random_seed(3)
+  config = pretraining.PretrainingConfig(
+      input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
+      max_predictions_per_seq=th.P, train_batch_size=6, num_train_steps=steps, num_warmup_steps=5,
+      learning_rate=3e-3, save_checkpoints_steps=steps, steps_per_loop=5, log_steps=5, dtype=dtype, seed=11)
+  run = trainer.Trainer(
+      pretraining.PretrainingTask(config), STRATEGY,
+      lambda: optimization.create_optimizer("adamw", 3e-3, steps, 5, dtype=dtype,
+                                            loss_scale_growth_steps=growth_steps), config.trainer_config())
+  return run, run.train()
+
+
+@pytest.mark.slow
+def test_mixed_precision_loss_curves_follow_float32(data, tmp_path, caplog):
+  sys.path.insert(0, os.path.join(th.REPO, "bench"))
+  import bench_mixed_precision  # pylint: disable=import-outside-toplevel
+
+  _, reference = _curve(data, tmp_path / "float32", "float32")
+  _, bf16 = _curve(data, tmp_path / "bf16", "mixed_bfloat16")
+  with caplog.at_level("INFO"):
+    _, fp16 = _curve(data, tmp_path / "fp16", "mixed_float16")
+  losses = [h["loss"] for h in reference.history]
+  assert losses[-1] < losses[0] - 0.5  # it learns: the curves compared are not flat
+  for result in (bf16, fp16):
+    gap = bench_mixed_precision.curve_gap(reference.history, result.history)
+    assert gap["max_relative_gap"] <= CURVE_TOLERANCE, (gap, [h["loss"] for h in result.history], losses)
+  assert reference.skipped_updates is None and bf16.skipped_updates is None and "loss_scale" not in bf16.metrics
+  # The initial loss scale 2**15 suits these gradients: nothing skipped, none shown (tests/test_run_pretraining.py
+  # makes float16 overflow), and 30 finite updates of 2000 leave the scale where it started.
+  assert fp16.skipped_updates == 0 and fp16.loss_scale == 2.0**15
+  assert [h["skipped_updates_total"] for h in fp16.history] == [0.0] * 6
+  assert "loss_scale 3.277e+04" in caplog.text and "skipped_updates" not in caplog.text
+  assert "mixed_float16: 0 of 30 updates skipped for non-finite gradients; loss scale 32768" in caplog.text

@@ -23,6 +23,8 @@ sums. Used outside `trainer.py` under a multi-replica strategy, all-reduce the g
 
 from __future__ import annotations
 
+import os
+
 import keras
 import tensorflow as tf
 
@@ -30,6 +32,10 @@ import tensorflow as tf
 # computes it; the TF Model Garden's Keras AdamW differs only in adding epsilon before the correction. Without the correction (google-research) early updates are larger: at step t the update is
 # (1 - beta_1^t) / sqrt(1 - beta_2^t) times the corrected one, 5.3x at step 34, 1.8x at step 343.
 OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
+# mixed_float16: finite updates in a row after which the dynamic loss scale doubles (Keras' own default), unless
+# the environment variable below says otherwise (read by `create_optimizer`, so every script honours it).
+LOSS_SCALE_GROWTH_STEPS = 2000
+LOSS_SCALE_GROWTH_STEPS_ENV = "BERT_TF_LOSS_SCALE_GROWTH_STEPS"
 
 
 def decays(variable) -> bool:
@@ -186,12 +192,19 @@ class Lamb(_ClippedOptimizer):
 
 def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_train_steps: int = 1,
                      num_warmup_steps: int = 0, weight_decay_rate: float = 0.01, clip_norm: float = 1.0,
-                     dtype: str = "float32") -> keras.optimizers.Optimizer:
+                     dtype: str = "float32",
+                     loss_scale_growth_steps: int | None = None) -> keras.optimizers.Optimizer:
   """The optimizer of a BERT run: AdamW or LAMB on the warmup-then-linear-decay schedule.
 
   With dtype "mixed_float16" it is wrapped in a dynamic `keras.optimizers.LossScaleOptimizer` (bfloat16 has
-  float32's range and needs no loss scaling). Create it under the strategy's scope.
+  float32's range and needs no loss scaling): the loss scale starts at 2**15, halves on every update skipped for
+  non-finite gradients and doubles after `loss_scale_growth_steps` finite ones in a row (default: the environment
+  variable BERT_TF_LOSS_SCALE_GROWTH_STEPS, else Keras' 2000). Create it under the strategy's scope.
   """
+  if loss_scale_growth_steps is None:
+    loss_scale_growth_steps = loss_scale_growth_steps_from_env()
+  if loss_scale_growth_steps < 1:
+    raise ValueError(f"loss_scale_growth_steps={loss_scale_growth_steps}: must be >= 1")
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"--optimizer={optimizer!r}: choose one of {OPTIMIZERS}")
   schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
@@ -201,8 +214,20 @@ def create_optimizer(optimizer: str = "adamw", learning_rate: float = 1e-4, num_
     opt = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
                           bias_correction=optimizer == "adamw_bias_corrected")
   if dtype == "mixed_float16":
-    opt = LossScaleOptimizer(opt)
+    opt = LossScaleOptimizer(opt, dynamic_growth_steps=loss_scale_growth_steps)
   return opt
+
+
+def loss_scale_growth_steps_from_env() -> int:
+  """BERT_TF_LOSS_SCALE_GROWTH_STEPS as an integer >= 1, or LOSS_SCALE_GROWTH_STEPS when unset; ValueError naming
+  the variable otherwise."""
+  text = os.environ.get(LOSS_SCALE_GROWTH_STEPS_ENV, "").strip()
+  if not text:
+    return LOSS_SCALE_GROWTH_STEPS
+  if not text.isdigit() or int(text) < 1:
+    raise ValueError(f"{LOSS_SCALE_GROWTH_STEPS_ENV}={text!r}: must be an integer >= 1 (finite updates in a row "
+                     "before mixed_float16's loss scale doubles), or unset for 2000")
+  return int(text)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

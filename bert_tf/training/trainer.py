@@ -150,6 +150,10 @@ class TrainResult:
   eval_seconds: float = 0.0  # this process's time evaluating while training
   # With evaluation while training: EvalTracker.finish's summary (best step and value, every evaluation).
   evaluation: dict | None = None
+  # Under mixed_float16's dynamic loss scaling: the updates skipped for non-finite gradients over the whole run
+  # (resumed runs included, from the checkpoint), and the loss scale at the end. None without loss scaling.
+  skipped_updates: int | None = None
+  loss_scale: float | None = None
 
   @property
   def exit_code(self) -> int:
@@ -185,6 +189,10 @@ def xla_coverage(strategy: tf.distribute.Strategy, jit_compile: bool) -> str:
   if strategy.num_replicas_in_sync == 1 or (devices and all("GPU" in d.upper() for d in devices)):
     return XLA_WHOLE_STEP
   return XLA_GRADIENTS
+
+
+# The sum a loss-scaled step adds for an update skipped for non-finite gradients (1 or 0).
+SKIPPED = "skipped_updates"
 
 
 def _as_float32(x):
@@ -233,6 +241,14 @@ class Trainer:
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      # mixed_float16: the LossScaleOptimizer skips an update whose gradients are not finite (and halves the
+      # loss scale). Each step returns whether it skipped (a sum like the loss terms); the run's total is saved
+      # with each checkpoint, so a resumed run goes on counting where the killed one stood.
+      self.loss_scaling = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+      self.skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates",
+                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    if self.loss_scaling:
+      self._sum_names = sorted({*self._sum_names, SKIPPED})
     self.iterator = iter(dataset)
     # The run's first lines say where and how it computes (distribute.get_strategy logged the devices).
     self.xla = xla_coverage(strategy, config.jit_compile)
@@ -246,8 +262,11 @@ class Trainer:
     self.output_dir = fileio.absolute(config.output_dir)
     self.evaluator = None if evaluation is None else EvalTracker(evaluation, self.model, strategy,
                                                                  self.output_dir)
-    # The evaluation state joins the checkpoint only when evaluating: other runs' checkpoints stay as they were.
+    # The evaluation state joins the checkpoint only when evaluating, the skipped updates only under loss
+    # scaling: other runs' checkpoints stay as they were.
     extra = {} if self.evaluator is None else {"evaluation": self.evaluator.variable}
+    if self.loss_scaling:
+      extra[SKIPPED] = self.skipped_updates
     self.checkpointer = checkpointing.Checkpointer(
         os.path.join(self.output_dir, "checkpoints"), strategy, config.keep_checkpoint_max,
         iterator=self.iterator, optimizer=self.optimizer, step=self.step,
@@ -307,7 +326,10 @@ class Trainer:
     grads, terms = self._accumulate_fn(features, normalizers)
     grads, terms = ctx.all_reduce(tf.distribute.ReduceOp.SUM, (grads, terms))
     self.optimizer.apply(grads, self.model.trainable_variables)  # clips the summed gradients, then updates
-    return dict(terms, **normalizers)
+    sums = dict(terms, **normalizers)
+    if self.loss_scaling:  # the very test LossScaleOptimizer.apply skips on, of the same all-reduced gradients
+      sums[SKIPPED] = 1.0 - tf.cast(self.optimizer.check_finite(grads), tf.float32)
+    return sums
 
   def _split(self, batch):
     """A worker's batch [G / workers, ...] -> per-replica values [G / replicas, ...], replica r taking the
@@ -350,16 +372,30 @@ class Trainer:
                       if self.chief else tf.summary.create_noop_writer())
     return self._writer
 
+  def _loss_scale_values(self, skipped: float) -> dict[str, float]:
+    """Under loss scaling: the loss scale, the updates skipped in a window and in the whole run; else {}."""
+    if not self.loss_scaling:
+      return {}
+    return {"loss_scale": float(self.optimizer.dynamic_scale.numpy()), SKIPPED: skipped,
+            "skipped_updates_total": float(self.skipped_updates.numpy())}
+
+  @staticmethod
+  def _shown(values: dict[str, float]) -> str:
+    """Values for a progress line; the skipped updates only when some were skipped in its window."""
+    hidden = {"steps_per_second"} | ({SKIPPED, "skipped_updates_total"} if not values.get(SKIPPED) else set())
+    return "  ".join(f"{k} {v:.4g}" for k, v in values.items() if k not in hidden)
+
   def _report(self, step: int, sums: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
-    values = dict(self.task.metrics(sums))
+    values = dict(self.task.metrics({k: v for k, v in sums.items() if k != SKIPPED}))
     values = {"loss": sums["loss"] / steps, **values}
     values["learning_rate"] = optimization.current_learning_rate(self.optimizer)
+    values.update(self._loss_scale_values(sums.get(SKIPPED, 0.0)))
     values["sequences_per_second"] = steps * self.config.global_batch_size / max(seconds, 1e-9)
     values["steps_per_second"] = steps / max(seconds, 1e-9)
     with self._summary_writer().as_default(step=step):
       for name, value in values.items():
         tf.summary.scalar(name, value)
-    shown = "  ".join(f"{k} {v:.4g}" for k, v in values.items() if k != "steps_per_second")
+    shown = self._shown(values)
     logging.info("step %d/%d  %s%s", step, self.config.num_train_steps, shown, self._eta(step))
     self.history.append({"step": step, **values})
     return values
@@ -371,10 +407,11 @@ class Trainer:
     return f"  ETA {_duration(left * self._rate_seconds / self._rate_steps)}"
 
   def _progress(self, step: int, sums: dict[str, float], steps: int, seconds: float) -> None:
-    """The short line between full reports: step, loss, examples/s, ETA."""
-    logging.info("step %d/%d  loss %.4g  %.4g examples/s%s", step, self.config.num_train_steps,
+    """The short line between full reports: step, loss, examples/s, (updates skipped since the last line,) ETA."""
+    skipped = sums.get(SKIPPED, 0.0)
+    logging.info("step %d/%d  loss %.4g  %.4g examples/s%s%s", step, self.config.num_train_steps,
                  sums["loss"] / max(steps, 1), steps * self.config.global_batch_size / max(seconds, 1e-9),
-                 self._eta(step))
+                 f"  {self._shown(self._loss_scale_values(skipped))}" if skipped else "", self._eta(step))
 
   def train(self) -> TrainResult:
     """Runs until `num_train_steps` (or a SIGTERM / SIGINT); saves checkpoints on the way and at the end."""
@@ -382,8 +419,11 @@ class Trainer:
     if self.evaluator is not None:
       self.evaluator.check_checkpoint(self.checkpointer.latest())
     # A run that did not evaluate saved no evaluation state: the evaluations then start with this run.
-    restored = self.checkpointer.restore(optional=("evaluation",))
+    restored = self.checkpointer.restore(optional=("evaluation", SKIPPED))
     step = int(self.step.numpy())
+    if restored and self.loss_scaling and SKIPPED not in {
+        name.split("/", 1)[0] for name, _ in tf.train.list_variables(restored)}:
+      logging.info("%s predates the count of skipped updates: counting from step %d", restored, step)
     if restored:
       logging.info("resuming at step %d from %s%s", step, restored,
                    f", training to step {cfg.num_train_steps}" if step < cfg.num_train_steps else "")
@@ -432,6 +472,8 @@ class Trainer:
                           "command to resume") from None
         sums = {k: float(v.numpy()) for k, v in sums.items()}
         done = int(done.numpy())
+        if SKIPPED in sums:  # before the checkpoint below, which saves the total with the step
+          self.skipped_updates.assign_add(int(round(sums[SKIPPED])))
         seconds = time.perf_counter() - start
         window_seconds += seconds
         if not first_loop:  # the first loop includes tracing
@@ -450,8 +492,10 @@ class Trainer:
           window, window_steps, window_seconds = {}, 0, 0.0
           progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
         elif first_loop:
-          logging.info("step %d/%d  loss %.4g  (the first step took %.1f s, tracing included)", step,
-                       cfg.num_train_steps, progress["loss"] / max(progress_steps, 1), seconds)
+          skipped = progress.get(SKIPPED, 0.0)
+          logging.info("step %d/%d  loss %.4g  %s(the first step took %.1f s, tracing included)", step,
+                       cfg.num_train_steps, progress["loss"] / max(progress_steps, 1),
+                       f"{self._shown(self._loss_scale_values(skipped))}  " if skipped else "", seconds)
           progress, progress_steps, progress_seconds, last_line = {}, 0, 0.0, time.perf_counter()
         elif time.perf_counter() - last_line >= cfg.progress_seconds:
           self._progress(step, progress, progress_steps, progress_seconds)
@@ -478,11 +522,20 @@ class Trainer:
           self._summary_writer().flush()
           return TrainResult(step, metrics, interrupted=True, history=list(self.history),
                              signal=termination.signum, steps_run=step - first_step,
-                             eval_seconds=evaluator.seconds if evaluator else 0.0)
+                             eval_seconds=evaluator.seconds if evaluator else 0.0, **self._loss_scale_result())
     self._summary_writer().flush()
+    if self.loss_scaling:
+      logging.info("mixed_float16: %d of %d updates skipped for non-finite gradients; loss scale %g at step %d",
+                   int(self.skipped_updates.numpy()), step, float(self.optimizer.dynamic_scale.numpy()), step)
     return TrainResult(step, metrics, interrupted=False, history=list(self.history), steps_run=step - first_step,
                        eval_seconds=evaluator.seconds if evaluator else 0.0,
-                       evaluation=evaluator.finish() if evaluator else None)
+                       evaluation=evaluator.finish() if evaluator else None, **self._loss_scale_result())
+
+  def _loss_scale_result(self) -> dict:
+    if not self.loss_scaling:
+      return {}
+    return {"skipped_updates": int(self.skipped_updates.numpy()),
+            "loss_scale": float(self.optimizer.dynamic_scale.numpy())}
 
   def _after_loop(self, step: int) -> None:
     """Called after every host loop with the step reached, before its evaluation and checkpoint; a hook for
