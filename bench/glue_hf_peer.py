@@ -143,8 +143,7 @@ def classification_metrics(predictions: np.ndarray, labels: np.ndarray, f1: bool
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--task_name", required=True, choices=sorted(TASKS))
   parser.add_argument("--data_dir", required=True, help="Folder with the task's train.tsv and dev.tsv.")
   hf_peer.add_model_flags(parser, "results.json is written")

@@ -42,8 +42,7 @@ PEER_SCRIPT = os.path.join(ROOT, "bench", "glue_hf_peer.py")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--task_name", default="MRPC", choices=("MRPC", "RTE"))
   parser.add_argument("--glue_dir", default=os.path.join(ROOT, "..", "shared", "data", "glue"))
   parser.add_argument("--model_dir", default=os.path.join(ROOT, ".cache", "minilm", "model"),
@@ -55,11 +54,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--num_train_epochs", type=float, default=3.0)
   parser.add_argument("--warmup_proportion", type=float, default=0.1)
   parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--optimizer", default="adamw_bias_corrected",
-                      help="Ours; the peer is torch.optim.AdamW, which adamw_bias_corrected matches.")
   parser.add_argument("--max_train_examples", type=int, default=0, help="First N training examples; 0 = all.")
-  parser.add_argument("--num_threads", type=int, default=2)
-  parser.add_argument("--skip_peer", action="store_true", help="Reuse the peer's results.json from work_dir.")
+  hf_peer.add_matched_run_flags(parser)
   return parser.parse_args(argv)
 
 

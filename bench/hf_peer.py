@@ -27,6 +27,11 @@ BIAS_CORRECTION_NOTE = (
     "differ in size; this is an unavoidable difference of the peer.")
 
 
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+  """A script's parser: its docstring's first paragraph as the description, the rest kept as written."""
+  return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_model_flags(parser: argparse.ArgumentParser, outputs: str) -> None:
   """--model_dir and --output_dir (`outputs`: what goes there, as its help says it)."""
   parser.add_argument("--model_dir", required=True,
@@ -231,6 +236,23 @@ def predict_logits(model, num_rows: int, batch_size: int, make_batch: Callable) 
                          for _, outputs in predict(model, num_rows, batch_size, make_batch)])
 
 
+OPTIMIZER_FLAGS = ("learning_rate", "num_train_epochs", "warmup_proportion", "weight_decay", "adam_epsilon",
+                   "max_grad_norm")
+
+
+def hyperparameters(args, model, flags: Sequence[str]) -> dict:
+  """results.json's "hyperparameters": the named flags' values in their order, then the model's dropout."""
+  return {**{name: getattr(args, name) for name in flags},
+          "hidden_dropout_prob": model.config.hidden_dropout_prob,
+          "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob}
+
+
+def model_record(args, model, newly_initialized: list[str]) -> dict:
+  """results.json's "model": the folder, what was newly initialised, the attention implementation."""
+  return {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
+          "attn_implementation": model.config._attn_implementation}  # pylint: disable=protected-access
+
+
 def threads(torch, num_threads: int) -> dict:
   """results.json's "threads": what torch runs with, and what was asked."""
   return {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
@@ -246,6 +268,14 @@ def write_json_atomic(path: str, value: dict) -> None:
 
 
 # Matched runs: both sides take the same batches from the same head start, without dropout.
+
+
+def add_matched_run_flags(parser: argparse.ArgumentParser) -> None:
+  """A matched run's --optimizer (ours), --num_threads (each side's) and --skip_peer."""
+  parser.add_argument("--optimizer", default="adamw_bias_corrected",
+                      help="Ours; the peer is torch.optim.AdamW, which adamw_bias_corrected matches.")
+  parser.add_argument("--num_threads", type=int, default=2)
+  parser.add_argument("--skip_peer", action="store_true", help="Reuse the peer's results.json from work_dir.")
 
 
 def write_order_and_head(order: list[list[int]], order_file: str, model_dir: str, classes: int, seed: int,

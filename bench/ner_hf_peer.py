@@ -171,8 +171,7 @@ def collate(windows: list[Window], indices: Sequence[int], pad_id: int, with_lab
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--train_file", required=True, help="CoNLL-2003 file (IOB1) to fine-tune on.")
   parser.add_argument("--eval_file", required=True, help="CoNLL-2003 file (IOB1) to predict and score.")
   hf_peer.add_model_flags(parser, "results.json and eval_predictions.txt go")
@@ -243,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.write("".join(lines))
   predict_seconds = time.perf_counter() - start
 
-  from seqeval.metrics import f1_score, precision_score, recall_score  # default mode: conlleval's
+  # seqeval's default mode: conlleval's scores.
+  from seqeval.metrics import f1_score, precision_score, recall_score
 
   gold = [tags for _, tags in eval_sentences]
   metrics = {"f1": f1_score(gold, predicted), "precision": precision_score(gold, predicted),
@@ -260,17 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       "predict_sentences_per_second": len(eval_sentences) / predict_seconds,
       "predict_loop_sentences_per_second": len(eval_sentences) / (loop_end - loop_start),
       "final_train_loss": step_losses[-1],
-      "hyperparameters": {
-          "max_seq_length": args.max_seq_length, "train_batch_size": args.train_batch_size,
-          "predict_batch_size": args.predict_batch_size, "learning_rate": args.learning_rate,
-          "num_train_epochs": args.num_train_epochs, "warmup_proportion": args.warmup_proportion,
-          "weight_decay": args.weight_decay, "adam_epsilon": args.adam_epsilon, "max_grad_norm": args.max_grad_norm,
-          "hidden_dropout_prob": model.config.hidden_dropout_prob,
-          "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob},
+      "hyperparameters": hf_peer.hyperparameters(
+          args, model, ("max_seq_length", "train_batch_size", "predict_batch_size", *hf_peer.OPTIMIZER_FLAGS)),
       "seed": args.seed,
       "threads": hf_peer.threads(torch, args.num_threads),
-      "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
-                "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
+      "model": hf_peer.model_record(args, model, newly_initialized),
       "data": {"train": os.path.abspath(args.train_file), "eval": os.path.abspath(args.eval_file)},
       "notes": [BIAS_CORRECTION_NOTE],
       "step_losses": step_losses,

@@ -209,8 +209,7 @@ def score(predict_file: str, output_dir: str, version_2_with_negative: bool) -> 
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--train_file", required=True, help="SQuAD JSON to fine-tune on.")
   parser.add_argument("--predict_file", required=True, help="SQuAD JSON (with answers) to predict and score.")
   hf_peer.add_model_flags(parser, "results.json and the predictions go")
@@ -318,21 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
       "final_train_loss": step_losses[-1],
       "questions_with_null_answer_only": no_candidate,
       "hyperparameters": {
-          "max_seq_length": args.max_seq_length, "doc_stride": args.doc_stride,
-          "max_query_length": args.max_query_length, "train_batch_size": args.train_batch_size,
-          "predict_batch_size": args.predict_batch_size, "learning_rate": args.learning_rate,
-          "num_train_epochs": args.num_train_epochs, "warmup_proportion": args.warmup_proportion,
-          "weight_decay": args.weight_decay, "adam_epsilon": args.adam_epsilon,
-          "max_grad_norm": args.max_grad_norm, "n_best_size": args.n_best_size,
-          "max_answer_length": args.max_answer_length, "null_score_diff_threshold": args.null_score_diff_threshold,
-          "hidden_dropout_prob": model.config.hidden_dropout_prob,
-          "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob,
+          **hf_peer.hyperparameters(args, model, (
+              "max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
+              *hf_peer.OPTIMIZER_FLAGS, "n_best_size", "max_answer_length", "null_score_diff_threshold")),
           "loss_softmax": "real tokens" if args.mask_padding_in_loss else "every position of the padded batch",
       },
       "seed": args.seed, "version_2_with_negative": args.version_2_with_negative,
       "threads": hf_peer.threads(torch, args.num_threads),
-      "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
-                "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
+      "model": hf_peer.model_record(args, model, newly_initialized),
       "data": {"train": os.path.abspath(args.train_file), "predict": os.path.abspath(args.predict_file)},
       "notes": [BIAS_CORRECTION_NOTE],
       "matched": {"order_file": args.order_file, "head_init": args.head_init, "dropout": args.dropout},

@@ -51,8 +51,7 @@ PEER_SCRIPT = os.path.join(ROOT, "bench", "squad_hf_peer.py")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--version", default="v2.0", choices=sorted(bench_squad.VERSIONS))
   parser.add_argument("--squad_dir", default=os.path.join(os.path.dirname(ROOT), "shared", "data", "squad"))
   parser.add_argument("--model_dir", default=os.path.join(ROOT, ".cache", "minilm", "model"),
@@ -71,10 +70,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--max_seq_length", type=int, default=256)
   parser.add_argument("--doc_stride", type=int, default=128)
   parser.add_argument("--max_query_length", type=int, default=64)
-  parser.add_argument("--optimizer", default="adamw_bias_corrected",
-                      help="Ours; the peer is torch.optim.AdamW, which adamw_bias_corrected matches.")
-  parser.add_argument("--num_threads", type=int, default=2)
-  parser.add_argument("--skip_peer", action="store_true", help="Reuse the peer's results.json from work_dir.")
+  hf_peer.add_matched_run_flags(parser)
   return parser.parse_args(argv)
 
 
@@ -110,9 +106,9 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
 
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.common.features import trim_padding
+  from bert_tf.tasks.squad import model as sf
   from bert_tf.tasks.squad import postprocess as squad_postprocess
   from bert_tf.tasks.squad import run as squad_run
-  from bert_tf.tasks.squad import model as sf
   from bert_tf.training import finetuning
 
   v2 = args.version == "v2.0"

@@ -169,8 +169,7 @@ def scores(items: Items, logits: np.ndarray) -> dict[str, float]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = hf_peer.argument_parser(__doc__)
   parser.add_argument("--train_file", required=True, help="CSV in SWAG's layout to fine-tune on.")
   parser.add_argument("--eval_file", required=True, help="CSV in SWAG's layout (with labels) to score.")
   parser.add_argument("--also_eval_file", default=None, help="Another labelled CSV to predict and score.")
@@ -256,17 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       "truncation_differs_from_google": {"train": train_differs,
                                          **{k: v["truncation_differs_from_google"] for k, v in scored.items()}},
       "scored": scored, "final_train_loss": step_losses[-1],
-      "hyperparameters": {
-          "max_seq_length": args.max_seq_length, "train_batch_size": args.train_batch_size,
-          "predict_batch_size": args.predict_batch_size, "learning_rate": args.learning_rate,
-          "num_train_epochs": args.num_train_epochs, "warmup_proportion": args.warmup_proportion,
-          "weight_decay": args.weight_decay, "adam_epsilon": args.adam_epsilon, "max_grad_norm": args.max_grad_norm,
-          "hidden_dropout_prob": model.config.hidden_dropout_prob,
-          "attention_probs_dropout_prob": model.config.attention_probs_dropout_prob},
+      "hyperparameters": hf_peer.hyperparameters(
+          args, model, ("max_seq_length", "train_batch_size", "predict_batch_size", *hf_peer.OPTIMIZER_FLAGS)),
       "seed": args.seed,
       "threads": hf_peer.threads(torch, args.num_threads),
-      "model": {"model_dir": os.path.abspath(args.model_dir), "newly_initialized": newly_initialized,
-                "attn_implementation": model.config._attn_implementation},  # pylint: disable=protected-access
+      "model": hf_peer.model_record(args, model, newly_initialized),
       "data": {"train": os.path.abspath(args.train_file)},
       "notes": [BIAS_CORRECTION_NOTE],
       "step_losses": step_losses,
