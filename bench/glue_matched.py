@@ -54,8 +54,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--num_train_epochs", type=float, default=3.0)
   parser.add_argument("--warmup_proportion", type=float, default=0.1)
   parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--max_train_examples", type=int, default=0, help="First N training examples; 0 = all.")
   hf_peer.add_matched_run_flags(parser)
+  parser.add_argument("--max_train_examples", type=int, default=0, help="First N training examples; 0 = all.")
   return parser.parse_args(argv)
 
 
