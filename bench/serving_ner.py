@@ -45,10 +45,10 @@ def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, 
   """A `BertTokenClassifier` with the HF model's weights, saved as run_ner.py saves it, then `export_ner`."""
   import tensorflow as tf
 
-  from bert_tf.tasks.ner import serving as ner_serving
   from bert_tf.model.encoder import INPUT_NAMES
   from bert_tf.tasks.ner import model as nf
   from bert_tf.tasks.ner import run as ner_run
+  from bert_tf.tasks.ner import serving as ner_serving
 
   config, encoder = bench_serving.our_encoder(hf_config, state)
   model = nf.BertTokenClassifier(config, len(LABELS), encoder=encoder, dtype="float32")

@@ -62,10 +62,10 @@ def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, 
   """A `BertSpanLabeler` with the HF model's weights, saved as run_squad.py saves it, then `export_squad`."""
   import tensorflow as tf
 
-  from bert_tf.tasks.squad import serving as squad_serving
   from bert_tf.model.encoder import INPUT_NAMES
   from bert_tf.tasks.squad import model as sf
   from bert_tf.tasks.squad import run as squad_run
+  from bert_tf.tasks.squad import serving as squad_serving
 
   config, encoder = bench_serving.our_encoder(hf_config, state)
   model = sf.BertSpanLabeler(config, encoder=encoder, dtype="float32")

@@ -3,8 +3,8 @@ on for every script, with the same flags and behaviour as `python scripts/<name>
 registered tasks' (bert_tf/registry.py); pyproject.toml lists the same commands (tests/test_packaging.py).
 
 Installed (`pip install .`, or from git), the scripts travel as the package `bert_tf_scripts` (pyproject.toml maps
-it to scripts/); from a checkout (editable install, or PYTHONPATH) they are read from scripts/ beside bert_tf/. Either way the
-script runs as `__main__` with sys.argv[0] its own path, so absl's `--help` lists its flags.
+it to scripts/); from a checkout (editable install, or PYTHONPATH) they are read from scripts/ beside bert_tf/.
+Either way the script runs as `__main__` with sys.argv[0] its own path, so absl's `--help` lists its flags.
 """
 
 from __future__ import annotations

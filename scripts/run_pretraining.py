@@ -5,7 +5,8 @@ The paper's ablations are flags: --no_nsp, --left_to_right, and with --dynamic_m
 Flags are google-research/bert's where it had them. Rerunning the same command resumes from the newest
 checkpoint in --output_dir; Ctrl-C or SIGTERM saves a checkpoint and exits with status 130 or 143 (rerun to
 resume; a second Ctrl-C exits at once). One run per --output_dir: a second is refused while the first lives.
-At the end the encoder is written for fine-tuning: <output_dir>/encoder_checkpoint/, encoder_savedmodel/, bert_config.json.
+At the end the encoder is written for fine-tuning: <output_dir>/encoder_checkpoint/, encoder_savedmodel/,
+bert_config.json.
 
   python scripts/run_pretraining.py --input_file='tfrecords/pretrain-*.tfrecord' --output_dir=out/pretrain \
       --bert_config_file=configs/bert_tiny.json --num_train_steps=10000 --num_warmup_steps=1000

@@ -26,7 +26,8 @@ cli.define_finetuning_flags(
     do_eval="Predict --predict_file (which needs answers) and score it with the official metrics; for SQuAD 2.0 "
     "also search the best null_score_diff_threshold and store it in squad_model/squad.json.",
     helps={"export_dir": "Also export a SavedModel that answers raw questions to <export_dir>/<model_name>/<version>/ "
-           "(after --do_eval has stored the threshold).", "model_name": "The exported model's name (with --export_dir)."})
+           "(after --do_eval has stored the threshold).",
+           "model_name": "The exported model's name (with --export_dir)."})
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
 flags.DEFINE_integer("doc_stride", 128, "Tokens between the starts of a context's windows.")

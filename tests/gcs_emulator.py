@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import http.client
+import http.server
 import ipaddress
 import json
 import os
-import http.client
-import http.server
 import select
 import socket
 import socketserver

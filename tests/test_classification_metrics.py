@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bert_tf.tasks.classification import glue
-from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.classification import glue, metrics
 
 # Five examples: TP = 2 (0, 2), FN = 1 (1), FP = 1 (3), TN = 1 (4).
 PREDS = [1, 0, 1, 1, 0]

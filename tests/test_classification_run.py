@@ -61,8 +61,8 @@ def write_stsb(directory, sizes=(19, 9, 5), seed=1):
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
   """A tiny random encoder in the pretraining hand-off layout, and its vocabulary."""
-  from bert_tf.model.encoder import BertEncoder
   from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
 
   directory = tmp_path_factory.mktemp("pretrained")
   vocab = directory / "vocab.txt"
@@ -129,8 +129,6 @@ def _outputs_and_labels(classifier_dir, features_dir, split, max_seq_length):
   """The saved classifier's outputs on a split's feature file (the only one of that split under features_dir),
   and the file's labels: computed here, apart from the run's evaluation."""
   import glob
-
-  import tensorflow as tf
 
   from bert_tf.tasks.classification import classifier as classification
 

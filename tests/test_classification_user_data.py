@@ -1,5 +1,5 @@
-"""bert_tf.tasks.classification.user_data, and run_classifier on your own files: CSV, TSV and JSON lines read alike; the task
-(labels, pairs, metrics) comes from the files; every bad input stops before any work, naming file, line and
+"""bert_tf.tasks.classification.user_data, and run_classifier on your own files: CSV, TSV and JSON lines read alike;
+the task (labels, pairs, metrics) comes from the files; every bad input stops before any work, naming file, line and
 column; a run fine-tunes, evaluates and predicts label strings (test_readme.py runs the script and exports)."""
 
 import csv
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.classification import classifier as classification
-from bert_tf.tasks.classification import run as gf
 from bert_tf.tasks.classification import metrics
+from bert_tf.tasks.classification import run as gf
 from bert_tf.tasks.classification import user_data as ud
 from bert_tf.training import finetuning
 from test_classification_run import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)

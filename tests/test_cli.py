@@ -26,7 +26,8 @@ def test_choices_are_the_library_ones():
 def test_defaults_become_config_fields():
   assert cli.training_flag_values(parsed()) == dict(
       distribution_strategy="mirrored", steps_per_loop=7, save_checkpoints_steps=1000, log_steps=3, num_gpus=None,
-      all_reduce_alg=None, collective_implementation="auto", tpu_name=None, tpu_zone=None, gcp_project=None, optimizer="adamw", dtype="float32", jit_compile=False,
+      all_reduce_alg=None, collective_implementation="auto", tpu_name=None, tpu_zone=None, gcp_project=None,
+      optimizer="adamw", dtype="float32", jit_compile=False,
       gradient_accumulation_steps=1, overwrite_output_dir=False)
 
 

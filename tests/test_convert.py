@@ -645,7 +645,8 @@ def test_a_truncated_safetensors_file_or_a_bad_config_json_is_named(tmp_path):
                      f"ends at byte {8 + len(header) + 24} but the file has {8 + len(header) + 10}; the file is "
                      "truncated"):
     convert.read_safetensors(str(tmp_path / "model.safetensors"))
-  for text, error in (('{"model_type": "bert", "hidden', "not a JSON config"), ("[1, 2]", "a JSON list, not an object")):
+  for text, error in (('{"model_type": "bert", "hidden', "not a JSON config"),
+                      ("[1, 2]", "a JSON list, not an object")):
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(ValueError, match=f"^{tmp_path / 'config.json'}: {error}"):
       convert.load_hf(str(tmp_path))

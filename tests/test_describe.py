@@ -3,8 +3,8 @@
 import pytest
 
 import training_helpers as th
-from bert_tf.data import describe, tokenization
 from bert_tf import fileio
+from bert_tf.data import describe, tokenization
 
 
 def _vocab(tmp_path, tokens):

@@ -131,7 +131,8 @@ def test_a_loss_is_best_lowest_and_stops_early_when_it_stops_falling(data, tmp_p
 
 @pytest.mark.parametrize("keep_best, patience, refused", [(True, 0, "--keep_best_checkpoint"),
                                                          (False, 2, "--early_stopping_patience"),
-                                                         (True, 2, "--keep_best_checkpoint and --early_stopping_patience"),
+                                                         (True, 2,
+                                                          "--keep_best_checkpoint and --early_stopping_patience"),
                                                          (False, 0, None)])
 def test_a_checkpoint_without_evaluation_state_is_refused_only_when_the_best_or_early_stopping_need_it(
     tmp_path, keep_best, patience, refused):

@@ -116,9 +116,8 @@ def tiny_config(vocab_size):
 def files(tmp_path_factory):
   """A random 2-layer BERT as google-research's layout (bert_model.ckpt, bert_config.json, vocab.txt) and as
   ours (encoder/ckpt-1), and the input lines."""
-  from bert_tf.model import convert
+  from bert_tf.model import checkpoints, convert
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.model import checkpoints
 
   d = tmp_path_factory.mktemp("features")
   vocab = d / "vocab.txt"

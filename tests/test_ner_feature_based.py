@@ -20,10 +20,10 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.ner import data as ner
-from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.tasks.ner import run as ner_run
 from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner import run as ner_run
 from bert_tf.training import finetuning
 
 T = 13

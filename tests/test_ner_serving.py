@@ -18,11 +18,11 @@ import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import BasicTokenizer, FullTokenizer
 from bert_tf.export import serving
-from bert_tf.tasks.ner import serving as ner_serving
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.tasks.ner import run as ner_run
 from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner import run as ner_run
+from bert_tf.tasks.ner import serving as ner_serving
 
 T = 11  # 9 pieces a window: most texts below need several
 LABELS = ner.labels_for(("LOC", "MISC", "ORG", "PER"), "IOB2")

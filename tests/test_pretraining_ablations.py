@@ -13,8 +13,7 @@ import tensorflow as tf
 import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.model.pretraining import (BertPretrainer, next_token_loss_terms, pretraining_loss,
-                                       pretraining_loss_terms)
+from bert_tf.model.pretraining import BertPretrainer, next_token_loss_terms, pretraining_loss, pretraining_loss_terms
 from bert_tf.training import inputs, pretraining, run_identity
 from test_encoder import randomize, tiny_config, tiny_inputs
 from test_pretraining_model import numpy_lm_logits, tiny_features

@@ -1,11 +1,11 @@
 """README.md and docs/*.md: the workflow commands chain as written.
 
 The commands a user follows - corpus, vocabulary, config, records, pretraining, GLUE fine-tuning, export,
-prediction, fine-tuning on your own files, checkpoint conversion - are the ```bash blocks that follow a `<!-- workflow -->` line. The README's
-blocks, in order, are the chain; each doc's blocks must be commands of that chain, in the same order, so the docs
-cannot drift from it. The slow test runs the chain as subprocesses from an empty working directory (so relative
-paths must work outside the repository), with `python scripts/X.py` pointed at this repository's scripts and small
-sizes appended to each command (absl keeps the last value of a repeated flag).
+prediction, fine-tuning on your own files, checkpoint conversion - are the ```bash blocks that follow a
+`<!-- workflow -->` line. The README's blocks, in order, are the chain; each doc's blocks must be commands of that
+chain, in the same order, so the docs cannot drift from it. The slow test runs the chain as subprocesses from an empty
+working directory (so relative paths must work outside the repository), with `python scripts/X.py` pointed at this
+repository's scripts and small sizes appended to each command (absl keeps the last value of a repeated flag).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ T = 19
 def workdir(tmp_path_factory, bert_uncased_vocab_file):
   """model/ (a tiny random encoder in the pretraining hand-off layout, with bert-base-uncased's vocab.txt),
   conll/ (the fixture as the release's three files) and copy/ (its IOB2 form as test.txt)."""
-  from bert_tf.model.encoder import BertEncoder
   from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
 
   directory = tmp_path_factory.mktemp("ner_run")
   config = BertConfig.from_preset("tiny", vocab_size=30522, num_hidden_layers=1, hidden_size=18,

@@ -25,8 +25,8 @@ EVAL_KEYS = ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total"
 def workdir(tmp_path_factory, bert_uncased_vocab_file):
   """A working directory with model/ (a tiny random encoder in the pretraining hand-off layout, with
   bert-base-uncased's vocab.txt) and the v2.0 fixture as train.json and dev.json."""
-  from bert_tf.model.encoder import BertEncoder
   from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
 
   directory = tmp_path_factory.mktemp("squad_run")
   config = BertConfig.from_preset("tiny", vocab_size=30522, num_hidden_layers=1, hidden_size=18,

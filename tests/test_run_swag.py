@@ -61,8 +61,8 @@ def learnable(n, seed):
 def workdir(tmp_path_factory):
   """model/ (a tiny random encoder in the pretraining hand-off layout, its vocab.txt) and data/ with train.csv
   (21 examples), val.csv (7) and test.csv (val's examples without labels)."""
-  from bert_tf.model.encoder import BertEncoder
   from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
 
   directory = tmp_path_factory.mktemp("swag_run")
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]

@@ -24,8 +24,8 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.export import serving
-from bert_tf.tasks.classification import serving as classifier_serving
 from bert_tf.model.encoder import INPUT_NAMES
+from bert_tf.tasks.classification import serving as classifier_serving
 from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, save_classifier
 from bert_tf.tasks.common.features import encode
 
@@ -196,9 +196,8 @@ def test_export_refuses_a_vocabulary_that_does_not_fit_the_model(exported, tmp_p
 
 
 def test_manifest_describes_task_signatures_versions_and_custom_ops(exported):
-  from tensorflow.python.framework import op_def_registry
-
   import tensorflow_text
+  from tensorflow.python.framework import op_def_registry
 
   manifest = serving.read_manifest(exported["nli"][2])
   assert {k: manifest[k] for k in ("model_name", "version", "task", "labels", "is_regression", "is_pair",
@@ -250,7 +249,8 @@ def _warmup_requests(version_dir):
 
 def test_warmup_file_holds_predict_requests_for_the_text_signature(exported):
   requests = _warmup_requests(exported["nli"][2])
-  expected = [[pair] for pair in classifier_serving.DEFAULT_WARMUP_TEXTS] + [list(classifier_serving.DEFAULT_WARMUP_TEXTS)]
+  texts = classifier_serving.DEFAULT_WARMUP_TEXTS
+  expected = [[pair] for pair in texts] + [list(texts)]
   assert len(requests) == len(expected)
   for request, pairs in zip(requests, expected):
     assert request.model_spec.name == "nli" and request.model_spec.signature_name == "serving_default"

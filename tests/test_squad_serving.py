@@ -11,11 +11,11 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
-from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.squad import data as squad
-from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import serving as squad_serving
 
 T, STRIDE, QUERY = 41, 7, 9  # odd sizes: max_seq_length, doc_stride, max_query_length
 WORDS = ("the river runs north through old town in 1990s , ( 1895 - 1943 ) . café naïve Beyoncé's Knowles-Carter "

@@ -14,10 +14,10 @@ import tensorflow as tf
 
 from bert_tf.data import tokenization
 from bert_tf.export import serving
-from bert_tf.tasks.swag import serving as swag_serving
 from bert_tf.tasks.swag import data as swag
-from bert_tf.tasks.swag import run as swag_run
 from bert_tf.tasks.swag import model as sf
+from bert_tf.tasks.swag import run as swag_run
+from bert_tf.tasks.swag import serving as swag_serving
 from test_swag_model import WORDS, _config
 
 T = 13

@@ -413,8 +413,8 @@ def sms(tmp_path_factory):
   labels reversed (on the run itself), with another training file, learning rate and --init_checkpoint, the
   same run with other logging and evaluation flags and --export_dir, --overwrite_output_dir, and one more epoch."""
   from bert_tf.config import BertConfig
-  from bert_tf.model.encoder import BertEncoder
   from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
 
   root = tmp_path_factory.mktemp("sms")
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"] + WORDS
@@ -543,6 +543,6 @@ def test_an_output_dir_that_is_a_file_is_one_line(sms, script):
   root, results = sms
   result = results["file"][script]
   assert result.returncode == 1, result.stderr[-3000:]
-  assert _errors(result) == [f"error: --output_dir=a_file is a file, not a folder; give a folder (created if "
+  assert _errors(result) == ["error: --output_dir=a_file is a file, not a folder; give a folder (created if "
                              "missing)"], result.stderr[-3000:]
   assert "Traceback" not in result.stderr

@@ -44,9 +44,9 @@ import uuid
 from typing import Callable, Sequence
 
 from bert_tf import fileio
-from bert_tf.errors import UserError
 from bert_tf.data import instances as instances_lib
 from bert_tf.data import pretraining_data
+from bert_tf.errors import UserError
 
 log = logging.getLogger(__name__)
 

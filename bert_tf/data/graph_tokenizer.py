@@ -16,19 +16,19 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.data.tokenization import (  # noqa: F401
-    DEFAULT_MAX_CHARS_PER_WORD,
-    Ranges,
-    SPECIAL_TOKENS,
-    SUFFIX_INDICATOR,
-    UNK_TOKEN,
-    _CJK_RANGES,
-    _char_classes,
-    _re2_class,
-    _re2_literal_alternation,
-    _split_ranges,
-    _to_ranges,
-    _vocab_tokens,
-    check_special_tokens,
+  _CJK_RANGES,
+  DEFAULT_MAX_CHARS_PER_WORD,
+  SPECIAL_TOKENS,
+  SUFFIX_INDICATOR,
+  UNK_TOKEN,
+  Ranges,
+  _char_classes,
+  _re2_class,
+  _re2_literal_alternation,
+  _split_ranges,
+  _to_ranges,
+  _vocab_tokens,
+  check_special_tokens,
 )
 
 # A code point ICU must not see is replaced by three that it leaves alone: U+0001 (Cc, so never in cleaned

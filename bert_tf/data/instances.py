@@ -24,7 +24,6 @@ import random
 from itertools import chain
 from typing import Callable, Mapping, Sequence
 
-
 try:  # The compiled draws (setup.py builds them at `pip install`); optional, same output either way.
   from bert_tf.data import _draws as _compiled
 except ImportError:  # Not compiled here: the pure-Python draws below are used.

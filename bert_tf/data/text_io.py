@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import glob
 import gzip
 import io
+import json
 import os
 import sys
 from typing import Any, Iterable, Iterator, Sequence

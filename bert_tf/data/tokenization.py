@@ -31,7 +31,6 @@ import sys
 import unicodedata
 from typing import Iterator, Mapping, Sequence
 
-
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
 # google-research's WordpieceTokenizer(max_input_chars_per_word=200); Hugging Face's BertTokenizer uses 100.

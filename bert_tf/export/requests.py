@@ -26,7 +26,8 @@ from bert_tf import fileio
 DEFAULT_SIGNATURE = "serving_default"
 REST_PORT = 8501  # TF Serving's defaults (--rest_api_port, --port), also what its Docker image publishes.
 GRPC_PORT = 8500
-TEXT_INPUTS = ("sentence1", "sentence2")  # The classifier's text inputs (bert_tf.tasks.classification.serving.TEXT_INPUTS).
+# The classifier's text inputs (bert_tf.tasks.classification.serving.TEXT_INPUTS).
+TEXT_INPUTS = ("sentence1", "sentence2")
 MANIFEST_PATH = os.path.join("assets.extra", "bert_tf_manifest.json")  # Where serving.py writes it.
 
 

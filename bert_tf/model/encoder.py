@@ -23,8 +23,16 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf.config import BertConfig
-from bert_tf.model.layers import (Dropout16, LayerNorm, PositionEmbedding, TransformerBlock, real_token_rows,
-                                  scatter_rows, truncated_normal, unpadded_ok)
+from bert_tf.model.layers import (
+  Dropout16,
+  LayerNorm,
+  PositionEmbedding,
+  TransformerBlock,
+  real_token_rows,
+  scatter_rows,
+  truncated_normal,
+  unpadded_ok,
+)
 
 # The project's input names: the TFRecord features and every model use them.
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")

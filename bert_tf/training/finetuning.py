@@ -23,7 +23,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute, optimization, run_identity, trainer
-from bert_tf.training.evaluation import RESULT_KEYS as EVALUATION_KEYS, Evaluation
+from bert_tf.training.evaluation import Evaluation
 
 DTYPES = trainer.DTYPES
 

@@ -1,8 +1,9 @@
 """GLUE fine-tuning, and fine-tuning on your own files: what `scripts/run_classifier.py` runs.
 
-  data_dir/*.tsv --glue.read_examples (every split the --do_* flags ask for, before any work)--> examples --classification.write_feature_file--> features (TFRecords,
-  cached under <features_dir>/glue/<task>/) --finetuning.train--> BertClassifier --> eval_results, GLUE
-  submission files, and <output_dir>/classifier/ (what export and prediction load)
+  data_dir/*.tsv --glue.read_examples (every split the --do_* flags ask for, before any work)--> examples
+  --classification.write_feature_file--> features (TFRecords, cached under <features_dir>/glue/<task>/)
+  --finetuning.train--> BertClassifier --> eval_results, GLUE submission files, and <output_dir>/classifier/ (what
+  export and prediction load)
 
 Your own files (--train_file, --validation_file, --test_file: CSV, TSV or JSON lines) take the same path:
 `user_data.read_inputs` reads them into the same examples and a `glue.GlueTask` whose labels, pairing and
@@ -34,9 +35,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks.classification import classifier as classification
-from bert_tf.tasks.classification import glue
-from bert_tf.tasks.classification import metrics
-from bert_tf.tasks.classification import user_data
+from bert_tf.tasks.classification import glue, metrics, user_data
 from bert_tf.tasks.common.features import feature_file_key, file_fingerprint
 from bert_tf.training import distribute, finetuning, run_identity
 

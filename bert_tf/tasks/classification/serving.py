@@ -134,7 +134,8 @@ def classifier_manifest(spec: ClassifierSpec) -> dict[str, Any]:
 def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
                       model_name: str, version: int | None = None,
                       warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None) -> str:
-  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`serving.export_servable`); returns that path.
+  """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`serving.export_servable`); returns that
+  path.
 
   Args:
     model: a fine-tuned `BertClassifier` of any dtype policy; a float32 copy is exported.
@@ -160,7 +161,8 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
   warmup = serving.check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
   checkpoints.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
   server = _ClassifierServer(float32_copy(model), spec, vocab_file)
-  return serving.export_servable(server, {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded},
+  signatures = {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded}
+  return serving.export_servable(server, signatures,
                          export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file=vocab_file)
 
 

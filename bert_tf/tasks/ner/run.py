@@ -50,10 +50,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.ner import data as ner
-from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import model as nf
-from bert_tf.tasks.ner.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, read_settings, load_model
+from bert_tf.tasks.ner.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, load_model, read_settings, save_model
 from bert_tf.training import distribute, finetuning, run_identity
 
 # Which file each --do_* flag reads, and the prefix of what it writes.

@@ -39,9 +39,17 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad import metrics as squad_metrics
-from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import model as sf
-from bert_tf.tasks.squad.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, read_settings, write_threshold, load_model
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad.folder import (
+  MODEL_DIR,
+  SETTINGS_NAME,
+  is_model_dir,
+  load_model,
+  read_settings,
+  save_model,
+  write_threshold,
+)
 from bert_tf.training import distribute, finetuning, run_identity
 
 # google-research's run_squad.py shuffles the training examples with this seed before making features.

@@ -50,8 +50,8 @@ from bert_tf.data import graph_tokenizer
 from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8, GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
 from bert_tf.tasks.squad import data as squad
-from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import postprocess as squad_postprocess
 
 TEXT_INPUTS = ("question", "context")
 # The whitespace that separates SQuAD's "doc tokens" (squad.split_context): the Python path joins the words of

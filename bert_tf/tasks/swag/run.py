@@ -40,7 +40,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks.swag import data as swag
 from bert_tf.tasks.swag import model as sf
-from bert_tf.tasks.swag.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, save_model, load_model
+from bert_tf.tasks.swag.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, load_model, save_model
 from bert_tf.training import distribute, finetuning, run_identity
 
 PREDICTIONS_FILE = "test_predictions.csv"
