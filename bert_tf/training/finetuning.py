@@ -23,9 +23,11 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute, optimization, run_identity, trainer
-from bert_tf.training.evaluation import Evaluation
+from bert_tf.training.evaluation import RESULT_KEYS, Evaluation
 
 DTYPES = trainer.DTYPES
+# The keys evaluation while training adds to a run's results; every task's run copies them into eval_results.
+EVALUATION_KEYS = RESULT_KEYS
 
 
 @dataclasses.dataclass
