@@ -41,6 +41,14 @@ kill takes the whole group), with the work directory as the current directory an
   python bench/bench_kill_resume.py                                    # 20 kills of each workload
   python bench/bench_kill_resume.py --kills=2 --workloads=pretraining  # a quick look
   python bench/bench_kill_resume.py --json=out/kill_resume.json        # also write every trial
+  python bench/bench_kill_resume.py --dtype=mixed_float16 --loss_scale_growth_steps=2 --workloads=pretraining
+
+--dtype runs every command in that dtype policy (in <work_dir>_<dtype> unless --work_dir is given). Under
+mixed_float16 the training checkpoint compared also holds the dynamic loss scale, its count of finite steps
+towards the next doubling and the run's count of skipped updates; --loss_scale_growth_steps (the commands'
+BERT_TF_LOSS_SCALE_GROWTH_STEPS; Keras' default 2000 is longer than these runs) makes the scale double and then
+overflow float16 and halve within a run, so that kills fall between skipped updates and doublings. Each run's
+count of skipped updates (its last log line) is reported beside the reference's.
 
 Set-up (once per --work_dir, reused after): the embedded corpus, a WordPiece vocabulary learnt from it
 (scripts/learn_vocab.py), pretraining records of length 64 (scripts/create_pretraining_data.py), a tiny
@@ -98,8 +106,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--kills", type=int, default=20, help="Killed-and-rerun trials per workload.")
   p.add_argument("--seed", type=int, default=0, help="Seed of the kill times.")
-  p.add_argument("--work_dir", default=os.path.join("out", "bench_kill_resume"),
-                 help="Set-up files, references and trials; the commands' current directory.")
+  p.add_argument("--work_dir", default=None,
+                 help="Set-up files, references and trials; the commands' current directory (default "
+                      "out/bench_kill_resume, with _<dtype> under another --dtype).")
+  p.add_argument("--dtype", default="float32", choices=("float32", "mixed_bfloat16", "mixed_float16"),
+                 help="The commands' --dtype.")
+  p.add_argument("--loss_scale_growth_steps", type=int, default=None,
+                 help="mixed_float16: finite updates before the loss scale doubles (the commands' "
+                      "BERT_TF_LOSS_SCALE_GROWTH_STEPS); default Keras' 2000.")
   p.add_argument("--workloads", default=",".join(WORKLOADS), help="Comma-separated, from " + ",".join(WORKLOADS))
   p.add_argument("--json", default=None, help="Also write the report (every trial) here.")
   p.add_argument("--no_control", action="store_true",
@@ -122,7 +136,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.error(f"--workloads: unknown {unknown}; choose from {','.join(WORKLOADS)}")
   if args.kills < 0:
     p.error(f"--kills={args.kills}: must be >= 0")
+  if args.loss_scale_growth_steps is not None and (args.loss_scale_growth_steps < 1 or args.dtype != "mixed_float16"):
+    p.error(f"--loss_scale_growth_steps={args.loss_scale_growth_steps}: must be >= 1, with --dtype=mixed_float16")
+  if args.work_dir is None:
+    args.work_dir = os.path.join("out", "bench_kill_resume" + ("" if args.dtype == "float32" else f"_{args.dtype}"))
   return args
+
+
+def _dtype_flags(args: argparse.Namespace) -> list[str]:
+  return [] if args.dtype == "float32" else [f"--dtype={args.dtype}"]
 
 
 # -- Set-up -------------------------------------------------------------------------------------------------------
@@ -194,7 +216,8 @@ def pretraining_command(args: argparse.Namespace, output_dir: str) -> list[str]:
           f"--num_train_steps={args.pretrain_steps}", f"--num_warmup_steps={args.pretrain_steps // 5}",
           f"--save_checkpoints_steps={args.pretrain_checkpoint_steps}",
           f"--steps_per_loop={args.pretrain_checkpoint_steps}", f"--log_steps={args.pretrain_checkpoint_steps}",
-          "--keep_checkpoint_max=3", "--distribution_strategy=one_device", "--deterministic", "--seed=7"]
+          "--keep_checkpoint_max=3", "--distribution_strategy=one_device", "--deterministic", "--seed=7",
+          *_dtype_flags(args)]
 
 
 def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoint: str,
@@ -208,7 +231,7 @@ def finetuning_command(args: argparse.Namespace, output_dir: str, init_checkpoin
           "--learning_rate=2e-4", f"--num_train_epochs={args.finetune_epochs}",
           f"--save_checkpoints_steps={args.finetune_checkpoint_steps}",
           f"--steps_per_loop={args.finetune_checkpoint_steps}", f"--log_steps={args.finetune_checkpoint_steps}",
-          "--distribution_strategy=one_device", "--seed=7"] + (
+          "--distribution_strategy=one_device", "--seed=7", *_dtype_flags(args)] + (
               ["--deterministic"] if classifier_has_deterministic_flag() else []) + (
               [f"--eval_every_steps={args.finetune_eval_steps}", "--keep_best_checkpoint"] if evaluating else [])
 
@@ -286,6 +309,9 @@ def _log_facts(path: str) -> dict:
   resumed = re.search(r"resuming at step (\d+)", text)
   if resumed:
     facts["resumed_at_step"] = int(resumed.group(1))
+  skipped = re.search(r"mixed_float16: (\d+) of \d+ updates skipped", text)  # the trainer's last line
+  if skipped:
+    facts["skipped_updates"] = int(skipped.group(1))
   warnings = [m.group(1) or m.group(2) for m in re.finditer(
       r"^(?:\d\d:\d\d:\d\d warning: (.*)|W\d{4} [^\]]*\] (.*))$", text, re.MULTILINE)]
   if warnings:
@@ -529,8 +555,11 @@ def run_workload(workload: Workload, args: argparse.Namespace, rng: random.Rando
   reference_run = workload.uninterrupted(os.path.join(name, "reference"))
   wall = reference_run["seconds"]
   reference = read_weights(name, os.path.join(workload.work_dir, name, "reference", "out"))
+  skipped = _log_facts(os.path.join(workload.work_dir, name, "reference", "run.log")).get("skipped_updates")
+  reference_run["skipped_updates"] = skipped
   say(f"{name}: reference {wall:.1f} s, {sum(len(v) for v in reference.values() if isinstance(v, dict))} "
-      f"variables in {', '.join(reference)}; leftovers {reference_run['leftovers'] or 'none'}")
+      f"variables in {', '.join(reference)}; leftovers {reference_run['leftovers'] or 'none'}"
+      + ("" if skipped is None else f"; {skipped} updates skipped for non-finite gradients"))
   result: dict[str, Any] = {"command": " ".join(workload.command(os.path.join(name, "trial-NN"))[1:]),
                             "final_step": workload.final_step, "reference": reference_run}
   if not args.no_control:
@@ -565,7 +594,8 @@ def run_workload(workload: Workload, args: argparse.Namespace, rng: random.Rando
     say(f"{name} {len(trials)}/{args.kills}: killed at {kill_after:.1f} s ({record['state']}, newest checkpoint "
         f"{record['newest_checkpoint_step']}, temporaries {len(record['temporaries_at_kill'])}); rerun "
         f"{record['rerun_s']:.1f} s, {how}first step logged {record.get('rerun_first_logged_step', '-')}: "
-        f"{verdict}; leftovers {record['leftovers'] or 'none'}")
+        f"{verdict}; leftovers {record['leftovers'] or 'none'}"
+        + ("" if "rerun_skipped_updates" not in record else f"; skipped updates {record['rerun_skipped_updates']}"))
     if not record["identical"]:
       for line in record.get("differences", []):
         say(f"    {line}")
@@ -645,6 +675,8 @@ def markdown(report: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse_args(argv)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process reads checkpoints with TensorFlow
+  if args.loss_scale_growth_steps is not None:  # the commands inherit it (_env)
+    os.environ["BERT_TF_LOSS_SCALE_GROWTH_STEPS"] = str(args.loss_scale_growth_steps)
   work_dir = os.path.abspath(args.work_dir)
   started = time.monotonic()
 
@@ -658,7 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   rng = random.Random(args.seed)
   report: dict[str, Any] = {
       "date": datetime.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], "work_dir": work_dir,
-      "setup": setup, "machine": {"cores": os.cpu_count(), "loadavg_before": loadavg_before}, "workloads": {}}
+      "setup": setup, "dtype": args.dtype, "loss_scale_growth_steps": args.loss_scale_growth_steps,
+      "machine": {"cores": os.cpu_count(), "loadavg_before": loadavg_before}, "workloads": {}}
   pretraining = Workload("pretraining", args, work_dir)
   init_checkpoint = os.path.join("pretraining", "reference", "out")
   if "pretraining" in args.workloads:
