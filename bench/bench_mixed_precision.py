@@ -50,6 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   p.add_argument("--pretrain_batch_size", type=int, default=32, help="The main job's 32 by default.")
   p.add_argument("--log_steps", type=int, default=50, help="A loss value (mean over these steps) every this many.")
   p.add_argument("--finetune_seeds", default="12345,1,2", help="Comma-separated fine-tuning seeds.")
+  p.add_argument("--finetune_dtype", default="same", choices=("same",) + DTYPES,
+                 help="Fine-tune in the pretraining's dtype policy (same), or in this one whatever it was: "
+                      "TensorFlow's CPU float16 kernels make a mixed_float16 fine-tune about 100x slower here.")
   p.add_argument("--tolerance", type=float, default=0.03,
                  help="Largest relative gap of the loss curve to float32's over the second half.")
   p.add_argument("--accuracy_tolerance", type=float, default=0.03,
@@ -123,18 +126,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         + " ".join(f"{h['loss']:.3f}" for h in history) + f"; mlm_accuracy {last['mlm_accuracy']:.3f}, "
         f"nsp_accuracy {last['nsp_accuracy']:.3f}"
         + (f"; max relative gap to float32 over the second half {entry['max_relative_gap']:.4f} at step "
-           f"{entry['at_step']}" if "max_relative_gap" in entry else "")
+           f"{int(entry['at_step'])}" if "max_relative_gap" in entry else "")
         + (f"; loss scale {last['loss_scale']:g}, {int(last['skipped_updates_total'])} updates skipped"
            if "loss_scale" in last else ""))
     accuracies = []
     for seed in args.finetune_seeds:
-      ft = dataclasses.replace(config, work_dir=os.path.join(work_dir, dtype, f"finetune-{seed}"), random_seed=seed)
+      ft = dataclasses.replace(config, work_dir=os.path.join(work_dir, dtype, f"finetune-{seed}"), random_seed=seed,
+                               dtype=dtype if args.finetune_dtype == "same" else args.finetune_dtype)
       t = time.monotonic()
       tuned = main_job._finetune(ft, vocab_file, pretrained["output_dir"], say=lambda line: None)  # pylint: disable=protected-access
       accuracies.append(round(tuned["dev_accuracy"], 4))
-      say(f"{dtype}: fine-tuned (seed {seed}) in {time.monotonic() - t:.1f} s: held-out accuracy "
+      say(f"{dtype}: fine-tuned in {ft.dtype} (seed {seed}) in {time.monotonic() - t:.1f} s: held-out accuracy "
           f"{tuned['dev_accuracy']:.3f} (majority class {tuned['majority_baseline']:.3f})")
     entry["finetune_accuracy"] = accuracies
+    entry["finetune_dtype"] = ft.dtype
     entry["finetune_accuracy_mean"] = round(statistics.mean(accuracies), 4)
     entry["finetune_accuracy_spread"] = round(max(accuracies) - min(accuracies), 4)
     report["dtypes"][dtype] = entry
@@ -142,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   reference = report["dtypes"]["float32"]
   bad = []
   lines = ["| dtype | pretraining s | final loss | max rel. gap (2nd half) | MLM acc | NSP acc | "
-           "fine-tune accuracy (seeds) | mean | loss scale / skipped |", "|---|---|---|---|---|---|---|---|---|"]
+           "fine-tune accuracy (seeds; dtype) | mean | loss scale / skipped |", "|---|---|---|---|---|---|---|---|---|"]
   for dtype, e in report["dtypes"].items():
     last = e["curve"][-1]
     gap = e.get("max_relative_gap")
@@ -151,16 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if abs(e["finetune_accuracy_mean"] - reference["finetune_accuracy_mean"]) > args.accuracy_tolerance:
       bad.append(f"{dtype}: mean accuracy {e['finetune_accuracy_mean']} vs float32's "
                  f"{reference['finetune_accuracy_mean']}")
-    gap_text = "-" if gap is None else f"{gap:.4f} (step {e['at_step']})"
+    gap_text = "-" if gap is None else f"{gap:.4f} (step {int(e['at_step'])})"
     lines.append(f"| {dtype} | {e['pretrain_seconds']} | {last['loss']:.4f} | {gap_text} | "
                  f"{last['mlm_accuracy']:.3f} | {last['nsp_accuracy']:.3f} | "
-                 f"{', '.join(f'{a:.3f}' for a in e['finetune_accuracy'])} | {e['finetune_accuracy_mean']:.3f} | "
+                 f"{', '.join(f'{a:.3f}' for a in e['finetune_accuracy'])}; {e['finetune_dtype']} | "
+                 f"{e['finetune_accuracy_mean']:.3f} | "
                  + (f"{last['loss_scale']:g} / {int(last['skipped_updates_total'])}" if "loss_scale" in last else "-")
                  + " |")
   steps = [h["step"] for h in reference["curve"]]
   lines += ["", "| step | " + " | ".join(report["dtypes"]) + " |", "|---" * (len(report["dtypes"]) + 1) + "|"]
   for i, step in enumerate(steps):
-    lines.append(f"| {step} | " + " | ".join(f"{e['curve'][i]['loss']:.4f}" for e in report["dtypes"].values())
+    lines.append(f"| {int(step)} | " + " | ".join(f"{e['curve'][i]['loss']:.4f}" for e in report["dtypes"].values())
                  + " |")
   report["failures"] = bad
   report["elapsed_s"] = round(time.monotonic() - started, 1)
