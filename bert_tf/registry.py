@@ -47,8 +47,13 @@ class Task:
   def hf_head(cls):
     """The mapping of the task's head to its transformers class (`hf_class`) and back, a
     bert_tf.model.convert_tasks.TaskKind, or None when the task has none; bert_tf.model.convert_tasks reads it
-    here, so that bert_tf.model imports no task."""
-    return None
+    here, so that bert_tf.model imports no task. By default the `KIND` of the task package's hf_head.py, if it
+    has one (imported only when asked: it needs TensorFlow)."""
+    import importlib
+    import importlib.util
+
+    module = f"{cls.__module__}.hf_head"
+    return importlib.import_module(module).KIND if importlib.util.find_spec(module) is not None else None
 
   @classmethod
   def define_export_flags(cls, flags) -> None:

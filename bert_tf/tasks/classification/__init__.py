@@ -25,12 +25,6 @@ class Classifier(registry.Task):
   served_name = None  # the task's name in lower case (a GLUE task's, or your files' --task_name)
 
   @classmethod
-  def hf_head(cls):
-    from bert_tf.tasks.classification import hf_head
-
-    return hf_head.KIND
-
-  @classmethod
   def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
     from bert_tf.tasks.classification import serving
 

@@ -26,12 +26,6 @@ class Ner(registry.Task):
   served_name = "ner"
 
   @classmethod
-  def hf_head(cls):
-    from bert_tf.tasks.ner import hf_head
-
-    return hf_head.KIND
-
-  @classmethod
   def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
     from bert_tf.tasks.ner import serving
 

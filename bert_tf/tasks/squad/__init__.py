@@ -34,12 +34,6 @@ class Squad(registry.Task):
                        "folder (by run_squad.py --do_eval).")
 
   @classmethod
-  def hf_head(cls):
-    from bert_tf.tasks.squad import hf_head
-
-    return hf_head.KIND
-
-  @classmethod
   def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
     from bert_tf.model import released
     from bert_tf.tasks.squad import folder, serving

@@ -24,12 +24,6 @@ class Swag(registry.Task):
   served_name = "swag"
 
   @classmethod
-  def hf_head(cls):
-    from bert_tf.tasks.swag import hf_head
-
-    return hf_head.KIND
-
-  @classmethod
   def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
     from bert_tf.tasks.swag import serving
 
