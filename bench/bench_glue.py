@@ -125,8 +125,7 @@ def minilm_dir() -> str:
     import assets  # pylint: disable=import-outside-toplevel
   finally:
     sys.path.pop(0)
-  paths = [assets.minilm_file(f"model/{name}") for name in ("config.json", "model.safetensors", "vocab.txt")]
-  return os.path.dirname(paths[0])
+  return assets.minilm_dir()
 
 
 def version(package: str) -> str:

