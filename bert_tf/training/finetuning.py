@@ -112,9 +112,29 @@ class FinetuningConfig:
                                    self.gcp_project, self.all_reduce_alg, self.collective_implementation)
 
 
+@dataclasses.dataclass(kw_only=True)
 class TaskRunConfig:
-  """What every task's run configuration (GLUE's ClassifierConfig, SQuAD's SquadConfig) derives alike from its
-  `finetuning` (a FinetuningConfig), `bert_config_file` and `dynamic_padding` fields."""
+  """The fields every task's run configuration (ClassifierConfig, SquadConfig, NerConfig, SwagConfig) has,
+  declared once (keyword-only, so each task's own required fields come first), and what is derived alike from
+  them. Field names are the scripts' flags; a task redeclares a field for another default
+  (`dataclasses.field(default=..., kw_only=True)`)."""
+
+  vocab_file: str
+  finetuning: FinetuningConfig  # the settings shared with every task's training
+  do_lower_case: bool = True
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  max_seq_length: int = 128
+  features_dir: str | None = None  # None: default_features_dir(output_dir)
+  dynamic_padding: bool = True  # batches padded to their longest example (not on TPUs: `dynamic_padding_on`)
+  bert_config_file: str | None = None  # where finetuning.bert_config was read from, named in messages
+  export_dir: str | None = None  # also export the fine-tuned model for TensorFlow Serving at the end
+  model_name: str | None = None  # the exported model's name (None: the task's)
+
+  @property
+  def output_dir(self) -> str:
+    return self.finetuning.output_dir
 
   def __post_init__(self):
     if self.features_dir is None:  # features/ beside the output directory, shared by the runs made there

@@ -47,28 +47,10 @@ class ClassifierConfig(finetuning.TaskRunConfig):
 
   task_name: str | None
   data_dir: str | None
-  vocab_file: str
-  finetuning: finetuning.FinetuningConfig
-  do_lower_case: bool = True
-  do_train: bool = False
-  do_eval: bool = False
-  do_predict: bool = False
-  max_seq_length: int = 128
-  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
-  dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
   learning_rates: tuple[float, ...] = ()  # the paper's selection protocol: try each ...
   num_restarts: int = 1  # ... with this many seeds, keep the best on dev
-  export_dir: str | None = None
-  model_name: str | None = None
-  # Where finetuning.bert_config was read from (--bert_config_file), named in messages; default: the
-  # bert_config.json beside init_checkpoint when it is that config.
-  bert_config_file: str | None = None
   data_files: user_data.DataFiles | None = None  # Your own files, instead of --task_name and --data_dir.
-
-  @property
-  def output_dir(self) -> str:
-    return self.finetuning.output_dir
 
   def validate(self) -> glue.GlueTask | None:
     """Checks the flags; returns the GLUE task, or None for your own files (their task is read from them:

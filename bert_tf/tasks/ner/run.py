@@ -80,27 +80,11 @@ class NerConfig(finetuning.TaskRunConfig):
   """One NER run: the task's flags and the shared fine-tuning ones (`finetuning`)."""
 
   data_dir: str
-  vocab_file: str
-  finetuning: finetuning.FinetuningConfig
-  do_lower_case: bool = True
-  do_train: bool = False
-  do_eval: bool = False
-  do_predict: bool = False
-  max_seq_length: int = 128
   tag_scheme: str = "auto"  # of the data files: auto, IOB1, IOB2, BIOES, plain (not entities: e.g. POS tags)
   label_scheme: str = "IOB2"  # of the model's labels: IOB2 or BIOES (a plain tag set's labels are its tags)
   document_context: bool = False  # the paper's maximal document context, else one sentence a window
-  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
-  dynamic_padding: bool = True
-  export_dir: str | None = None
-  model_name: str | None = None
-  bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
   feature_based: str | None = None  # a feature_choice.CHOICES: frozen encoder, BiLSTM tagger (section 5.3)
   cache_features: bool = True  # feature-based: the encoder's layers computed once per window file and reused
-
-  @property
-  def output_dir(self) -> str:
-    return self.finetuning.output_dir
 
   def validate(self) -> None:
     """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""

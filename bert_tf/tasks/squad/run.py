@@ -59,33 +59,20 @@ SHUFFLE_SEED = 12345
 @dataclasses.dataclass
 class SquadConfig(finetuning.TaskRunConfig):
   """One SQuAD run: google-research's run_squad.py flags (same names and defaults) and the shared fine-tuning
-  ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...)."""
+  ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...). New: --do_eval, the
+  official metrics on predict_file (implies predicting it)."""
 
-  vocab_file: str
-  finetuning: finetuning.FinetuningConfig
   train_file: str | None = None
   predict_file: str | None = None
-  do_lower_case: bool = True
-  do_train: bool = False
-  do_predict: bool = False
-  do_eval: bool = False  # new: the official metrics on predict_file (implies predicting it)
   version_2_with_negative: bool = False
   # None: the threshold stored in the model's squad.json (best_f1_thresh after a --do_eval), else 0.0.
   null_score_diff_threshold: float | None = None
   n_best_size: int = squad_postprocess.N_BEST_SIZE
   max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH
-  max_seq_length: int = squad.MAX_SEQ_LENGTH
+  max_seq_length: int = dataclasses.field(default=squad.MAX_SEQ_LENGTH, kw_only=True)
   doc_stride: int = squad.DOC_STRIDE
   max_query_length: int = squad.MAX_QUERY_LENGTH
-  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
-  dynamic_padding: bool = True
-  bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
-  export_dir: str | None = None  # new: a SavedModel answering raw questions, <export_dir>/<model_name>/<version>/
-  model_name: str = "squad"
-
-  @property
-  def output_dir(self) -> str:
-    return self.finetuning.output_dir
+  model_name: str | None = dataclasses.field(default="squad", kw_only=True)
 
   @property
   def predicting(self) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import os
 import time
 from typing import Callable
@@ -39,9 +38,9 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.tasks.swag import data as swag
-from bert_tf.tasks.swag import model as sf
+from bert_tf.tasks.swag import model as swag_model
 from bert_tf.tasks.swag.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, load_model, save_model
-from bert_tf.training import distribute, finetuning, run_identity
+from bert_tf.training import driver, finetuning, run_identity
 
 PREDICTIONS_FILE = "test_predictions.csv"
 METRIC_NAMES = ("accuracy", finetuning.LOSS)  # `evaluate`'s, headline (--metric_for_best's default) first
@@ -54,23 +53,8 @@ class SwagConfig(finetuning.TaskRunConfig):
   rate 2e-5, batch 16, 3 epochs, set by the script) and the shared fine-tuning ones (`finetuning`)."""
 
   data_dir: str
-  vocab_file: str
-  finetuning: finetuning.FinetuningConfig
-  do_lower_case: bool = True
-  do_train: bool = False
-  do_eval: bool = False
-  do_predict: bool = False
-  max_seq_length: int = 128
-  features_dir: str | None = None  # None: finetuning.default_features_dir(output_dir)
-  dynamic_padding: bool = True
   max_train_examples: int = 0  # 0: all; for quick trials
-  export_dir: str | None = None  # also export the model for TF Serving (swag.serving) at the end
-  model_name: str = "swag"
-  bert_config_file: str | None = None  # where finetuning.bert_config came from, named in messages
-
-  @property
-  def output_dir(self) -> str:
-    return self.finetuning.output_dir
+  model_name: str | None = dataclasses.field(default="swag", kw_only=True)
 
   def validate(self) -> None:
     """Checks that need neither devices nor data; raises ValueError naming the flag and the fix."""
@@ -105,16 +89,16 @@ def read_inputs(config: SwagConfig) -> Inputs:
 
 
 def feature_file(config: SwagConfig, split: str, result: swag.SwagReadResult, tokenizer,
-                 say: Callable[[str], None] = logging.info) -> sf.SwagFeatureFile:
+                 say: Callable[[str], None] = logging.info) -> swag_model.SwagFeatureFile:
   """The split's feature file, written on first use under <features_dir>/swag/ and reused after."""
-  path = sf.feature_file_path(config.features_dir, result.path, config.vocab_file, split, config.do_lower_case,
+  path = swag_model.feature_file_path(config.features_dir, result.path, config.vocab_file, split, config.do_lower_case,
                               config.max_seq_length, len(result.examples))
-  info = sf.read_feature_file_info(path)
+  info = swag_model.read_feature_file_info(path)
   if info is not None:
     say(f"SWAG {split}: reusing {path} ({info.num_examples} examples)")
     return info
   start = time.perf_counter()
-  info = sf.write_feature_file(result.examples, tokenizer, config.max_seq_length, path)
+  info = swag_model.write_feature_file(result.examples, tokenizer, config.max_seq_length, path)
   say(f"SWAG {split}: wrote {path}: {info.num_examples} examples in {time.perf_counter() - start:.1f} s, "
       f"{info.num_truncated} of {info.num_examples * info.num_choices} sequences truncated to "
       f"{config.max_seq_length} tokens; tokens per sequence p50/p90/p99/max "
@@ -122,40 +106,16 @@ def feature_file(config: SwagConfig, split: str, result: swag.SwagReadResult, to
   return info
 
 
-# -- The fine-tuned model -------------------------------------------------------------------------------------
-
-
 # -- Steps ----------------------------------------------------------------------------------------------------
-
-
-def train(config: SwagConfig, result: swag.SwagReadResult, strategy, tokenizer, say,
-          evaluate: Callable | None = None) -> tuple[object, dict]:
-  """Fine-tunes on train.csv's examples, evaluating with `evaluate(model)` while training under
-  --eval_every_steps; -> (the model, or None when interrupted, and a summary)."""
-  ft = config.finetuning
-  info = feature_file(config, "train", result, tokenizer, say)
-  task = sf.MultipleChoiceTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-                               dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-  start = time.perf_counter()
-  run, trained = finetuning.train(task, ft, info.num_examples, strategy, config_source=config.config_source,
-                                  evaluate=evaluate, headline_metric=METRIC_NAMES[0], head=(SETTINGS_NAME, {}))
-  seconds = finetuning.training_seconds(trained, time.perf_counter() - start)
-  if trained.interrupted:
-    return None, {"interrupted": True, "exit_code": trained.exit_code}
-  rate = finetuning.examples_per_second(trained, seconds, ft.train_batch_size)
-  say(finetuning.training_line(trained, seconds, ft.train_batch_size))
-  return run.model, {"train_examples": info.num_examples, "train_steps": trained.step,
-                     "train_seconds": round(seconds, 2), "train_examples_per_second": round(rate, 1),
-                     **(trained.evaluation or {})}
 
 
 def predict_logits(model, config: SwagConfig, split: str, result: swag.SwagReadResult, strategy, tokenizer,
                    batch_size: int, say) -> np.ndarray:
   """The model's float32 logits [N, 4] on the split's examples, in file order."""
   info = feature_file(config, split, result, tokenizer, say)
-  dataset = sf.swag_dataset(info.path, finetuning.eval_batch_size_for(batch_size, strategy), config.max_seq_length,
-                            is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
-                            length_multiple=config.length_multiple)
+  dataset = swag_model.swag_dataset(info.path, finetuning.eval_batch_size_for(batch_size, strategy),
+                                    config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on,
+                                    pad_to_batch=True, length_multiple=config.length_multiple)
   logits = finetuning.predict(model, dataset, strategy, description=f"SWAG {split}",
                               num_examples=len(result.examples))
   if len(logits) != len(result.examples):
@@ -168,17 +128,10 @@ def evaluate(config: SwagConfig, logits: np.ndarray, examples: list[swag.SwagExa
   """Accuracy (the share of examples whose highest-scored ending is the true one), the loss training minimises
   (`MultipleChoiceTask`'s: the mean cross-entropy over the four endings) and the `prefix`ed count."""
   labels = np.array([e.label for e in examples], np.int32)
-  loss_task = sf.MultipleChoiceTask(config.finetuning.bert_config, None, config.max_seq_length)
+  loss_task = swag_model.MultipleChoiceTask(config.finetuning.bert_config, None, config.max_seq_length)
   loss = finetuning.eval_loss(loss_task, {"label_ids": labels, "is_real_example": np.ones_like(labels)}, logits)
   return {"accuracy": float(np.mean(logits.argmax(axis=-1) == labels)), finetuning.LOSS: loss,
           f"{prefix}_examples": len(labels)}
-
-
-def write_eval_results(output_dir: str, values: dict, name: str = "eval_results") -> None:
-  """<name>.txt ("key = value") and <name>.json: eval_results, or test_results."""
-  lines = finetuning.results_text(values)
-  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.txt"), lines)
-  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.json"), json.dumps(values, indent=2) + "\n")
 
 
 def write_predictions(output_dir: str, examples: list[swag.SwagExample], probabilities: np.ndarray) -> str:
@@ -195,105 +148,99 @@ def write_predictions(output_dir: str, examples: list[swag.SwagExample], probabi
   return path
 
 
-# -- What a run is --------------------------------------------------------------------------------------------
+# -- The task's hooks on the driver ---------------------------------------------------------------------------
 
 
-def run_identity_of(config: SwagConfig, inputs: Inputs) -> run_identity.RunIdentity:
-  """What defines a training run (`run_identity`): train.csv's content, the length, casing, the number of
-  training examples taken, the vocabulary and the fine-tuning settings that shape the weights."""
-  settings = {"train_file": run_identity.file_entry(inputs["train"].path), "max_seq_length": config.max_seq_length,
-              "do_lower_case": config.do_lower_case, "max_train_examples": config.max_train_examples,
-              "vocab_file": run_identity.file_entry(config.vocab_file),
-              **run_identity.finetuning_settings(config.finetuning)}
-  return run_identity.RunIdentity("swag", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+class SwagRun(driver.TaskRun):
+  """SWAG's hooks on `driver.run_finetuning` (see the module docstring)."""
 
+  label = "SWAG"
+  model_dir = MODEL_DIR
+  outputs = (PREDICTIONS_FILE,)
 
-# -- The script's entry point ---------------------------------------------------------------------------------
+  def read_inputs(self, say) -> None:
+    self.inputs = read_inputs(self.config)
+
+  def metric_names(self) -> tuple[str, ...]:
+    return METRIC_NAMES
+
+  def run_identity(self) -> run_identity.RunIdentity:
+    """train.csv's content, the length, casing, the number of training examples taken, the vocabulary and the
+    fine-tuning settings that shape the weights."""
+    config = self.config
+    settings = {"train_file": run_identity.file_entry(self.inputs["train"].path),
+                "max_seq_length": config.max_seq_length, "do_lower_case": config.do_lower_case,
+                "max_train_examples": config.max_train_examples,
+                "vocab_file": run_identity.file_entry(config.vocab_file),
+                **run_identity.finetuning_settings(config.finetuning)}
+    return run_identity.RunIdentity("swag", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+
+  def training(self, context) -> driver.Training:
+    config, ft = self.config, self.ft
+    info = feature_file(config, "train", self.inputs["train"], context.tokenizer, context.say)
+    task = swag_model.MultipleChoiceTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed,
+                                         dtype=ft.dtype, dynamic_padding=config.dynamic_padding_on,
+                                         length_multiple=config.length_multiple)
+    return driver.Training(task, info.num_examples, head=(SETTINGS_NAME, {}),
+                           facts={"train_examples": info.num_examples})
+
+  def _logits(self, model, split: str, batch_size: int, context) -> np.ndarray:
+    return predict_logits(model, self.config, split, self.inputs[split], context.strategy, context.tokenizer,
+                          batch_size, context.say)
+
+  def evaluate_while_training(self, model, context) -> dict:  # accuracy and loss on val.csv
+    return evaluate(self.config, self._logits(model, "val", self.ft.eval_batch_size, context),
+                    self.inputs["val"].examples)
+
+  def save(self, model, directory: str, context) -> None:
+    settings = {"max_seq_length": self.config.max_seq_length, "do_lower_case": self.config.do_lower_case,
+                "num_choices": swag.NUM_CHOICES}
+    save_model(model, settings, self.config.vocab_file, directory)
+
+  def load(self, directory: str, context):
+    return load_model(directory)
+
+  def evaluate(self, model, model_dir: str, context) -> None:
+    start = time.perf_counter()
+    values = evaluate(self.config, self._logits(model, "val", self.ft.eval_batch_size, context),
+                      self.inputs["val"].examples)
+    values["eval_seconds"] = round(time.perf_counter() - start, 2)
+    values.update(context.training_facts())
+    if context.chief:
+      driver.write_results(self.config.output_dir, values)
+    context.say(f"SWAG val: accuracy {values['accuracy']:.4f}  loss {values['loss']:.4f} "
+                f"({values['eval_examples']} examples)")
+    context.summary["eval"] = values
+
+  def predict(self, model, model_dir: str, context) -> None:
+    config, summary, say = self.config, context.summary, context.say
+    examples = self.inputs["test"].examples
+    start = time.perf_counter()
+    logits = self._logits(model, "test", self.ft.predict_batch_size, context)
+    seconds = time.perf_counter() - start
+    if context.chief:
+      summary["predictions"] = write_predictions(config.output_dir, examples, swag_model.probabilities(logits))
+      say(f"SWAG test: {len(examples)} predictions -> {summary['predictions']}")
+    labelled = sum(e.label is not None for e in examples)
+    if labelled == len(examples):  # a test file with labels is scored as val (Hugging Face's --do_predict too)
+      values = {**evaluate(config, logits, examples, "test"), "test_seconds": round(seconds, 2)}
+      if context.chief:
+        driver.write_results(config.output_dir, values, "test_results")
+      say(f"SWAG test: accuracy {values['accuracy']:.4f}  loss {values['loss']:.4f} ({values['test_examples']} "
+          "examples)")
+      summary["test"] = values
+    elif labelled:
+      say(f"{self.inputs['test'].path}: {labelled} of {len(examples)} examples have a label: not scored (label "
+          "them all to have the file scored)")
+
+  def export(self, model_dir: str, context) -> str:
+    from bert_tf.tasks.swag import serving as swag_serving
+
+    return swag_serving.export_swag(model_dir, self.config.export_dir, self.config.model_name)
 
 
 def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,
              say: Callable[[str], None] = logging.info) -> dict:
   """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
   any work: the flags and the vocabulary against the BERT config, then every CSV file the flags ask for."""
-  from bert_tf.data.tokenization import FullTokenizer
-
-  config.validate()
-  inputs = read_inputs(config)
-  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-    ft = config.finetuning
-    run_identity.start_run(config.output_dir, run_identity_of(config, inputs), ft.overwrite_output_dir,
-                           outputs=(PREDICTIONS_FILE,), model_dirs=(MODEL_DIR,),
-                           inputs=(ft.init_checkpoint, config.vocab_file, inputs["train"].path), say=say)
-  strategy = strategy or config.finetuning.strategy()
-  config.check_init_checkpoint()  # before any feature file is written
-  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-  tf.io.gfile.makedirs(config.output_dir)
-  chief = distribute.is_chief(strategy)
-  summary: dict = {"output_dir": config.output_dir}
-  if config.do_train:
-    import keras
-
-    keras.utils.set_random_seed(config.finetuning.seed)
-
-    def evaluate_val(model):  # while training: accuracy and loss on val.csv
-      logits = predict_logits(model, config, "val", inputs["val"], strategy, tokenizer,
-                              config.finetuning.eval_batch_size, say)
-      return evaluate(config, logits, inputs["val"].examples)
-
-    model, trained = train(config, inputs["train"], strategy, tokenizer, say, evaluate_val)
-    summary.update(trained)
-    if model is None:
-      return summary
-    model_dir = os.path.join(config.output_dir, MODEL_DIR)
-    if chief:
-      settings = {"max_seq_length": config.max_seq_length, "do_lower_case": config.do_lower_case,
-                  "num_choices": swag.NUM_CHOICES}
-      save_model(model, settings, config.vocab_file, model_dir)
-      say(f"saved the fine-tuned model to {model_dir}")
-  else:
-    model_dir = config.finetuning.init_checkpoint.rstrip("/")
-    with strategy.scope():
-      model = load_model(model_dir)
-  summary["model_dir"] = model_dir
-
-  if config.do_eval:
-    start = time.perf_counter()
-    logits = predict_logits(model, config, "val", inputs["val"], strategy, tokenizer,
-                            config.finetuning.eval_batch_size, say)
-    values = evaluate(config, logits, inputs["val"].examples)
-    values["eval_seconds"] = round(time.perf_counter() - start, 2)
-    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
-                *finetuning.EVALUATION_KEYS):
-      if key in summary:
-        values[key] = summary[key]
-    if chief:
-      write_eval_results(config.output_dir, values)
-    say(f"SWAG val: accuracy {values['accuracy']:.4f}  loss {values['loss']:.4f} ({values['eval_examples']} "
-        "examples)")
-    summary["eval"] = values
-  if config.do_predict:
-    examples = inputs["test"].examples
-    start = time.perf_counter()
-    logits = predict_logits(model, config, "test", inputs["test"], strategy, tokenizer,
-                            config.finetuning.predict_batch_size, say)
-    seconds = time.perf_counter() - start
-    if chief:
-      summary["predictions"] = write_predictions(config.output_dir, examples, sf.probabilities(logits))
-      say(f"SWAG test: {len(examples)} predictions -> {summary['predictions']}")
-    labelled = sum(e.label is not None for e in examples)
-    if labelled == len(examples):  # a test file with labels is scored as val (Hugging Face's --do_predict too)
-      values = {**evaluate(config, logits, examples, "test"), "test_seconds": round(seconds, 2)}
-      if chief:
-        write_eval_results(config.output_dir, values, "test_results")
-      say(f"SWAG test: accuracy {values['accuracy']:.4f}  loss {values['loss']:.4f} ({values['test_examples']} "
-          "examples)")
-      summary["test"] = values
-    elif labelled:
-      say(f"{inputs['test'].path}: {labelled} of {len(examples)} examples have a label: not scored (label them "
-          "all to have the file scored)")
-  if config.export_dir and chief:
-    from bert_tf.tasks.swag import serving as swag_serving
-
-    summary["export"] = swag_serving.export_swag(model_dir, config.export_dir, config.model_name)
-    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
-  return summary
+  return driver.run_finetuning(SwagRun(config), strategy, say)

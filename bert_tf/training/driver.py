@@ -1,0 +1,281 @@
+"""One driver for every fine-tuning task: `run_finetuning(task_run)` does a run's sequence once, and a task
+supplies only its hooks (a `TaskRun`).
+
+  validate --> read every input the --do_* flags ask for (before any work) --> with --do_train, what the output
+  dir's run is (`run_identity`: a rerun that would change it is refused) --> strategy --> the init checkpoint
+  checked against the BERT config (before any feature file) --> tokenizer --> seed --> train (the task's trainer
+  task through `finetuning.train`, resumable; the fine-tuned model's folder written by the chief) or load (a
+  fine-tuned folder at --init_checkpoint) --> evaluate (--do_eval) --> predict (--do_predict) --> export
+  (--export_dir, the chief).
+
+With several runs to choose among (the paper's selection protocol: `TaskRun.selection_runs`), each run trains and
+evaluates into its own folder, the best on dev is kept (`selection.json`) and predicts and exports.
+
+Only the chief writes (eval_results, predictions, the model's folder, the export); every worker computes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Callable
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.training import distribute, finetuning, run_identity, trainer
+
+Say = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class Training:
+  """What a task hands the driver to train (`TaskRun.training`)."""
+
+  task: trainer.Task  # the trainer's task: model, input pipeline, loss
+  num_examples: int  # what an epoch counts (google-research's step arithmetic: SQuAD's questions, NER's windows)
+  head: tuple[str, dict] | None = None  # `finetuning.init_encoder`'s: a fine-tuned folder of this task gives its head
+  unit: str = "examples"  # what a batch's rows are, in the rate's name ("windows": train_windows_per_second)
+  facts: dict = dataclasses.field(default_factory=dict)  # the task's own summary entries (train_examples, ...)
+
+
+@dataclasses.dataclass
+class Context:
+  """What the driver made for a run and hands every hook after training: the strategy, tokenizer, whether this
+  worker writes, and the run's summary (the hooks add what they did); `kept` holds what a hook's later calls
+  reuse (a split's features, a compiled model) for the whole run."""
+
+  strategy: tf.distribute.Strategy
+  tokenizer: Any
+  say: Say
+  chief: bool
+  summary: dict
+  kept: dict = dataclasses.field(default_factory=dict)
+
+  def training_facts(self) -> dict:
+    """The training entries of the summary (train_steps, train_seconds, ... and evaluation while training's:
+    `finetuning.EVALUATION_KEYS`) that a task's eval_results repeat, as google-research's did."""
+    return {key: value for key, value in self.summary.items()
+            if (key.startswith("train_") and key != "train_history") or key in finetuning.EVALUATION_KEYS}
+
+
+class TaskRun:
+  """One run of a fine-tuning task: its config (a `finetuning.TaskRunConfig`: `finetuning`, `vocab_file`,
+  `do_lower_case`, `do_train`, `do_eval`, `do_predict`, `export_dir`) and the hooks `run_finetuning` calls.
+
+  A task overrides what it does differently; the defaults are what most tasks do."""
+
+  label: str = "task"  # names the task in log lines ("SWAG")
+  model_dir: str  # the fine-tuned model's folder under --output_dir (swag_model, ...)
+  outputs: tuple[str, ...] = ()  # what a run writes in output_dir besides run_identity.COMMON_OUTPUTS
+
+  def __init__(self, config):
+    self.config = config
+    self.inputs: dict = {}
+
+  @property
+  def ft(self) -> finetuning.FinetuningConfig:
+    return self.config.finetuning
+
+  # -- Before any work --------------------------------------------------------------------------------------
+
+  def validate(self) -> None:
+    """Checks the flags (no devices, no data); raises ValueError naming the flag and the fix."""
+    self.config.validate()
+
+  def read_inputs(self, say: Say) -> None:
+    """Reads every file the --do_* flags ask for into `self.inputs` (split -> what was read), so that a missing
+    or malformed file fails in seconds naming the file and line."""
+    raise NotImplementedError
+
+  def metric_names(self) -> tuple[str, ...]:
+    """The metrics evaluation reports, the headline (--metric_for_best's default) first."""
+    raise NotImplementedError
+
+  def run_identity(self) -> run_identity.RunIdentity:
+    """What defines this run's weights (`run_identity`), for --do_train."""
+    raise NotImplementedError
+
+  def train_path(self) -> str:
+    """The training file (an input the output dir must not hold when --overwrite_output_dir empties it)."""
+    return self.inputs["train"].path
+
+  def start_runs(self, say: Say) -> None:
+    """--do_train: refuses a rerun that would change the output dir's run, before any work
+    (`run_identity.start_run`); starts over with --overwrite_output_dir."""
+    run_identity.start_run(self.config.output_dir, self.run_identity(), self.ft.overwrite_output_dir,
+                           outputs=self.outputs, model_dirs=(self.model_dir,),
+                           inputs=(self.ft.init_checkpoint, self.config.vocab_file, self.train_path()), say=say)
+
+  def tokenizer(self):
+    from bert_tf.data.tokenization import FullTokenizer
+
+    return FullTokenizer(self.config.vocab_file, do_lower_case=self.config.do_lower_case)
+
+  def selection_runs(self) -> list[TaskRun]:
+    """The runs to choose among on dev (each a TaskRun of its own output dir), or [] for a single run."""
+    return []
+
+  # -- Training or loading ----------------------------------------------------------------------------------
+
+  def training(self, context: Context) -> Training:
+    """The trainer's task on the training file's features (written on first use)."""
+    raise NotImplementedError
+
+  def evaluate_while_training(self, model, context: Context) -> dict[str, float]:
+    """--eval_every_steps: the dev metrics of `model` (`metric_names`, the loss among them)."""
+    raise NotImplementedError
+
+  def save(self, model, directory: str, context: Context) -> None:
+    """Writes the fine-tuned model's folder (float32 weights, config, vocab, settings): on the chief only."""
+    raise NotImplementedError
+
+  def load(self, directory: str, context: Context):
+    """The fine-tuned model in `directory` (--init_checkpoint without --do_train), under the strategy's scope."""
+    raise NotImplementedError
+
+  # -- After ------------------------------------------------------------------------------------------------
+
+  def evaluate(self, model, model_dir: str, context: Context) -> None:
+    """--do_eval: scores the dev data, writes eval_results (chief) and adds them to `context.summary`."""
+    raise NotImplementedError
+
+  def predict(self, model, model_dir: str, context: Context) -> None:
+    """--do_predict: writes the test predictions (chief) and adds them to `context.summary`."""
+    raise NotImplementedError
+
+  def score(self, summary: dict) -> float:
+    """The selection protocol's score of a run's summary (higher is better)."""
+    raise NotImplementedError
+
+  def selection_metric(self) -> str:
+    """What `score` is, in words, for selection.json."""
+    raise NotImplementedError
+
+  def write_eval_results(self, output_dir: str, results) -> None:
+    """Writes a run's dev results (`context.summary["eval"]`) into `output_dir`: the selection's winner's."""
+    write_results(output_dir, results)
+
+  def export(self, model_dir: str, context: Context) -> str:
+    """--export_dir: the SavedModel for TensorFlow Serving of the folder `model_dir`; returns its path."""
+    raise NotImplementedError
+
+
+def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None, say: Say = logging.info) -> dict:
+  """Does what the --do_* flags of `run.config` ask (the module docstring's sequence); returns a summary: what
+  was trained, evaluated, predicted and exported (a run stopped by a signal: {"interrupted": True,
+  "exit_code": ...})."""
+  config = run.config
+  run.validate()
+  run.read_inputs(say)
+  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+    run.start_runs(say)
+  strategy = strategy or config.finetuning.strategy()
+  config.check_init_checkpoint()  # before any feature file is written
+  tokenizer = run.tokenizer()
+  tf.io.gfile.makedirs(config.output_dir)
+  chief = distribute.is_chief(strategy)
+  runs = run.selection_runs()
+  if not runs:
+    context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
+    model, model_dir = train_and_evaluate(run, context)
+    if model is None:
+      return context.summary
+  else:
+    context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
+    if model is None:
+      return context.summary
+  if config.do_predict:
+    run.predict(model, model_dir, context)
+  if config.export_dir and chief:
+    context.summary["export"] = run.export(model_dir, context)
+    say(f"the SavedModel for TensorFlow Serving: {context.summary['export']}")
+  return context.summary
+
+
+def train_and_evaluate(run: TaskRun, context: Context) -> tuple[Any, str]:
+  """One run into its output dir: trains (--do_train; the chief writes the model's folder) or loads the folder
+  at --init_checkpoint, then evaluates (--do_eval). Returns (the model, its folder); (None, "") when training
+  was interrupted (the summary says so)."""
+  import keras
+
+  config, ft, summary = run.config, run.ft, context.summary
+  keras.utils.set_random_seed(ft.seed)
+  if config.do_train:
+    training = run.training(context)
+    evaluate = None
+    if config.do_eval:
+      def evaluate(model):
+        return run.evaluate_while_training(model, context)
+
+    start = time.perf_counter()
+    trainer_run, result = finetuning.train(training.task, ft, training.num_examples, context.strategy,
+                                           config_source=config.config_source, evaluate=evaluate,
+                                           headline_metric=run.metric_names()[0], head=training.head)
+    seconds = finetuning.training_seconds(result, time.perf_counter() - start)
+    if result.interrupted:
+      summary.update(interrupted=True, exit_code=result.exit_code)
+      return None, ""
+    rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
+    summary.update(training.facts)
+    summary.update({"train_steps": result.step, "train_seconds": round(seconds, 2),
+                    f"train_{training.unit}_per_second": round(rate, 3 if rate < 10 else 1),
+                    "train_history": result.history, **(result.evaluation or {})})
+    context.say(finetuning.training_line(result, seconds, ft.train_batch_size, training.unit))
+    model = trainer_run.model
+    model_dir = os.path.join(config.output_dir, run.model_dir)
+    if context.chief:
+      run.save(model, model_dir, context)
+      context.say(f"saved the fine-tuned model to {model_dir}")
+  else:
+    model_dir = ft.init_checkpoint.rstrip("/")
+    with context.strategy.scope():
+      model = run.load(model_dir, context)
+  summary["model_dir"] = model_dir
+  if config.do_eval:
+    run.evaluate(model, model_dir, context)
+  return model, model_dir
+
+
+def _select(run: TaskRun, runs: list[TaskRun], strategy, tokenizer, say: Say, chief: bool):
+  """The selection protocol: each of `runs` trained and evaluated into its own folder; the best on dev
+  (`run.score`) is reported at `run`'s output dir (selection.json, eval_results, the model's folder).
+  -> (the best run's context, model and folder), the model None when a run was interrupted."""
+  results, best = [], None
+  for each in runs:
+    lr, seed, run_dir = each.ft.learning_rate, each.ft.seed, each.config.output_dir
+    say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
+    context = Context(strategy, tokenizer, say, chief, {"learning_rate": lr, "seed": seed, "output_dir": run_dir})
+    model, _ = train_and_evaluate(each, context)
+    if model is None:
+      return context, None, ""
+    score = run.score(context.summary)
+    context.summary["score"] = score
+    results.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": score,
+                    "eval": context.summary["eval"]})
+    if best is None or score > best[0].summary["score"]:
+      best = (context, model, each)
+  context, model, each = best
+  selection = {"metric": run.selection_metric(),
+               "best": {k: context.summary[k] for k in ("learning_rate", "seed", "output_dir", "score")},
+               "runs": results}
+  model_dir = os.path.join(run.config.output_dir, run.model_dir)
+  if chief:
+    fileio.write_text_atomic(os.path.join(run.config.output_dir, "selection.json"),
+                             json.dumps(selection, indent=2) + "\n")
+    run.write_eval_results(run.config.output_dir, context.summary["eval"])
+    run.save(model, model_dir, context)
+  say(f"best on dev: learning rate {context.summary['learning_rate']:g}, seed {context.summary['seed']} "
+      f"(score {context.summary['score']:.4f})")
+  context.summary.update(selection=selection, best_dir=context.summary["output_dir"])
+  return context, model, model_dir
+
+
+def write_results(output_dir: str, values: dict, name: str = "eval_results") -> None:
+  """<name>.txt ("key = value" lines, google-research's format; lists such as eval_history only in the json)
+  and <name>.json: eval_results, or test_results."""
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.txt"), finetuning.results_text(values))
+  fileio.write_text_atomic(os.path.join(output_dir, f"{name}.json"), json.dumps(values, indent=2) + "\n")
