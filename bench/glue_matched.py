@@ -82,7 +82,7 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.classification import classifier as classification
   from bert_tf.tasks.classification import glue
-  from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.classification import run as classification_run
   from bert_tf.tasks.common.features import trim_padding
   from bert_tf.training import finetuning
 
@@ -95,14 +95,14 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
       num_train_epochs=args.num_train_epochs, warmup_proportion=args.warmup_proportion,
       optimizer=args.optimizer, distribution_strategy="one_device", steps_per_loop=1, log_steps=1,
       save_checkpoints_steps=100_000, seed=args.seed)
-  config = glue_finetuning.ClassifierConfig(
+  config = classification_run.ClassifierConfig(
       task_name=args.task_name, data_dir=os.path.join(args.glue_dir, args.task_name),
       vocab_file=os.path.join(args.model_dir, "vocab.txt"), finetuning=ft, do_train=True, do_eval=True,
       max_seq_length=args.max_seq_length, features_dir=os.path.join(args.work_dir, "tfrecords"),
       max_train_examples=args.max_train_examples)
   config.validate()
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=True)
-  info, _ = glue_finetuning.feature_file(config, task, "train", tokenizer, print)
+  info, _ = classification_run.feature_file(config, task, "train", tokenizer, print)
   keras.utils.set_random_seed(args.seed)
   strategy = ft.strategy()
 
@@ -129,7 +129,7 @@ def run_ours(args, order: list[list[int]], head_file: str, ours_dir: str) -> dic
   start = time.perf_counter()
   run, result = finetuning.train(cls_task, ft, info.num_examples, strategy)
   train_seconds = time.perf_counter() - start
-  values, outputs = glue_finetuning._evaluate(run.model, config, task, strategy, tokenizer, "dev", print)
+  values, outputs = classification_run._evaluate(run.model, config, task, strategy, tokenizer, "dev", print)
   labels = np.asarray([glue.label_to_id(task, e.label) for e in glue.read_examples(
       task, config.data_dir, "dev").examples])
   logits = outputs.astype(np.float64)

@@ -46,12 +46,12 @@ def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, 
   import tensorflow as tf
 
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.ner import model as nf
+  from bert_tf.tasks.ner import model as ner_model
   from bert_tf.tasks.ner import run as ner_run
   from bert_tf.tasks.ner import serving as ner_serving
 
   config, encoder = bench_serving.our_encoder(hf_config, state)
-  model = nf.BertTokenClassifier(config, len(LABELS), encoder=encoder, dtype="float32")
+  model = ner_model.BertTokenClassifier(config, len(LABELS), encoder=encoder, dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   model.tag_output.set_weights([state["classifier.weight"].T, state["classifier.bias"]])
   model_dir = os.path.join(os.path.dirname(export_dir), "ner_model")

@@ -63,12 +63,12 @@ def export_ours(hf_config: dict, state: dict[str, np.ndarray], vocab_file: str, 
   import tensorflow as tf
 
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.squad import model as sf
+  from bert_tf.tasks.squad import model as squad_model
   from bert_tf.tasks.squad import run as squad_run
   from bert_tf.tasks.squad import serving as squad_serving
 
   config, encoder = bench_serving.our_encoder(hf_config, state)
-  model = sf.BertSpanLabeler(config, encoder=encoder, dtype="float32")
+  model = squad_model.BertSpanLabeler(config, encoder=encoder, dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   model.span_output.set_weights([state["qa_outputs.weight"].T, state["qa_outputs.bias"]])
   model_dir = os.path.join(os.path.dirname(export_dir), "squad_model")

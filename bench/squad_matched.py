@@ -106,7 +106,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
 
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.common.features import trim_padding
-  from bert_tf.tasks.squad import model as sf
+  from bert_tf.tasks.squad import model as squad_model
   from bert_tf.tasks.squad import postprocess as squad_postprocess
   from bert_tf.tasks.squad import run as squad_run
   from bert_tf.training import finetuning
@@ -137,7 +137,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   strategy = ft.strategy()
 
   # Every training window in file order, then the batches of `order` gathered from them.
-  spec = sf.feature_spec(args.max_seq_length, is_training=True)
+  spec = squad_model.feature_spec(args.max_seq_length, is_training=True)
   records = next(iter(tf.data.TFRecordDataset([info.path]).batch(info.num_features).map(
       lambda s: tf.io.parse_example(s, spec))))
   features = {k: v if k == "unique_ids" else tf.cast(v, tf.int32) for k, v in records.items()}
@@ -145,7 +145,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
                                                                "start_positions", "end_positions"))))
   batches = tf.constant(order, tf.int32)
 
-  class MatchedTask(sf.SquadTask):
+  class MatchedTask(squad_model.SquadTask):
     def build_model(self):
       return hf_peer.load_matched_head(super().build_model(), "span_output", head_file)
 

@@ -77,7 +77,7 @@ def _data_files():
 
 
 def _config():
-  from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.classification import run as classification_run
 
   data_files = _data_files()
   try:
@@ -85,14 +85,14 @@ def _config():
   except ValueError:
     raise ValueError(f"--learning_rates={','.join(FLAGS.learning_rates)}: give numbers, e.g. "
                      "5e-5,4e-5,3e-5,2e-5") from None
-  return cli.finetuning_config(glue_finetuning.ClassifierConfig, task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
+  return cli.finetuning_config(classification_run.ClassifierConfig, task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
                                learning_rates=rates, num_restarts=FLAGS.num_restarts, data_files=data_files)
 
 
 def _run(config, say):
-  from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.classification import run as classification_run
 
-  return glue_finetuning.run_classifier(config, say=say)
+  return classification_run.run_classifier(config, say=say)
 
 
 if __name__ == "__main__":

@@ -84,12 +84,12 @@ def _layer_path(windows_path: str) -> str:
 def _write_layers(windows_path: str) -> None:
   """The frozen encoder's layers of every window, as --cache_features writes them (a random tiny encoder)."""
   from bert_tf.model.encoder import BertEncoder
-  from bert_tf.tasks.ner import feature_based as nfb
-  from bert_tf.tasks.ner import model as nf
+  from bert_tf.tasks.ner import feature_based
+  from bert_tf.tasks.ner import model as ner_model
 
   tf.keras.utils.set_random_seed(5)
-  windows = nf.NerFeatureFile(windows_path, EXAMPLES, 0, T)
-  nfb.write_layer_file(BertEncoder(th.tiny_bert_config()), windows, _layer_path(windows_path), batch_size=8)
+  windows = ner_model.NerFeatureFile(windows_path, EXAMPLES, 0, T)
+  feature_based.write_layer_file(BertEncoder(th.tiny_bert_config()), windows, _layer_path(windows_path), batch_size=8)
 
 
 def make_task(task: str, data: str, output_dir: str = "", dtype: str = "float32", dynamic_padding: bool = True,
@@ -123,11 +123,11 @@ def make_task(task: str, data: str, output_dir: str = "", dtype: str = "float32"
     made = MultipleChoiceTask(config, data, T, seed=11, dtype=dtype, dynamic_padding=dynamic_padding)
   elif task == "ner_feature_based":
     from bert_tf.tasks.common.features import read_description
-    from bert_tf.tasks.ner import feature_based as nfb
+    from bert_tf.tasks.ner import feature_based
 
-    layers = read_description(_layer_path(data), nfb.LayerFile)
-    made = nfb.NerFeatureTask(config, NUM_LABELS, "last_hidden", data, T, layers=layers, lstm_units=5, seed=11,
-                              dtype=dtype, dynamic_padding=dynamic_padding)
+    layers = read_description(_layer_path(data), feature_based.LayerFile)
+    made = feature_based.NerFeatureTask(config, NUM_LABELS, "last_hidden", data, T, layers=layers, lstm_units=5,
+                                        seed=11, dtype=dtype, dynamic_padding=dynamic_padding)
   else:
     raise ValueError(f"unknown task {task!r}; one of {TASKS}")
   trainer_config = trainer.TrainerConfig(

@@ -16,7 +16,7 @@ import pytest
 
 import training_helpers as th
 from bert_tf.config import BertConfig
-from bert_tf.tasks.classification import run as gf
+from bert_tf.tasks.classification import run as classification_run
 from bert_tf.training import finetuning
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "big", "small", "red", ",", "."]
@@ -80,15 +80,15 @@ def _config(tmp_path, pretrained, data_dir, task="MRPC", **kwargs):
                    num_train_epochs=4, distribution_strategy="one_device", log_steps=3, steps_per_loop=3, seed=7)
   ft_fields.update({k: kwargs.pop(k) for k in list(kwargs) if k in finetuning.FinetuningConfig.__dataclass_fields__})
   ft = finetuning.FinetuningConfig(**ft_fields)
-  return gf.ClassifierConfig(task_name=task, data_dir=data_dir, vocab_file=vocab, finetuning=ft,
-                             max_seq_length=21, features_dir=str(tmp_path / "features"), **kwargs)
+  return classification_run.ClassifierConfig(task_name=task, data_dir=data_dir, vocab_file=vocab, finetuning=ft,
+                                             max_seq_length=21, features_dir=str(tmp_path / "features"), **kwargs)
 
 
 def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
   data = write_mrpc(tmp_path / "MRPC")
   config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
   said = []
-  summary = gf.run_classifier(config, say=said.append)
+  summary = classification_run.run_classifier(config, say=said.append)
   out = tmp_path / "out"
   assert summary["train_steps"] == int(37 / 8 * 4) == 18
   history = summary["train_history"]
@@ -119,7 +119,7 @@ def test_train_eval_predict_writes_every_output(tmp_path, pretrained):
   said.clear()
   eval_only = _config(tmp_path, pretrained, data, do_eval=True, init_checkpoint=str(out / "classifier"),
                       output_dir=str(tmp_path / "eval_only"))
-  again = gf.run_classifier(eval_only, say=said.append)
+  again = classification_run.run_classifier(eval_only, say=said.append)
   assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
   assert again["eval"]["dev"]["f1"] == results["f1"]
   assert any("reusing" in line for line in said) and not any("wrote" in line for line in said)
@@ -146,7 +146,7 @@ def test_regression_task_trains_and_writes_scores(tmp_path, pretrained):
   data = write_stsb(tmp_path / "STS-B")
   config = _config(tmp_path, pretrained, data, task="STS-B", do_train=True, do_eval=True, do_predict=True,
                    num_train_epochs=1)
-  summary = gf.run_classifier(config, say=lambda line: None)
+  summary = classification_run.run_classifier(config, say=lambda line: None)
   assert set(summary["eval"]["dev"]) >= {"pearson", "spearman", "loss"}
   # The loss training minimises: the mean squared error of the scores.
   scores, labels = _outputs_and_labels(tmp_path / "out" / "classifier", tmp_path / "features", "dev", 21)
@@ -160,7 +160,7 @@ def test_selection_protocol_keeps_the_best_run_on_dev(tmp_path, pretrained):
   data = write_mrpc(tmp_path / "MRPC", sizes=(17, 9, 3))
   config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, learning_rates=(1e-3, 1e-4),
                    num_restarts=2, num_train_epochs=1)
-  summary = gf.run_classifier(config, say=lambda line: None)
+  summary = classification_run.run_classifier(config, say=lambda line: None)
   selection = json.loads((tmp_path / "out" / "selection.json").read_text())
   runs = selection["runs"]
   assert [(r["learning_rate"], r["seed"]) for r in runs] == [(1e-3, 7), (1e-3, 8), (1e-4, 7), (1e-4, 8)]
@@ -190,7 +190,7 @@ def test_flags_are_checked_before_any_work(tmp_path, pretrained):
     _config(tmp_path, pretrained, data, do_train=True, learning_rates=(2e-3,)).validate()
   assert _config(tmp_path, pretrained, data, learning_rates=(2e-3,)).searching
   with pytest.raises(ValueError, match="classifier"):
-    gf.run_classifier(_config(tmp_path, pretrained, data, do_eval=True), say=lambda line: None)
+    classification_run.run_classifier(_config(tmp_path, pretrained, data, do_eval=True), say=lambda line: None)
   with pytest.raises(ValueError, match="--warmup_proportion"):
     _config(tmp_path, pretrained, data, do_train=True, warmup_proportion=1.5).validate()
 
@@ -307,7 +307,7 @@ def test_mixed_precision_and_xla_fine_tune_and_save_float32(tmp_path, pretrained
   data = write_mrpc(tmp_path / "MRPC", sizes=(16, 5, 3))
   config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, num_train_epochs=1, dtype=dtype,
                    jit_compile=jit)
-  summary = gf.run_classifier(config, say=lambda line: None)
+  summary = classification_run.run_classifier(config, say=lambda line: None)
   assert summary["train_steps"] == 2 and np.isfinite(summary["train_history"][-1]["loss"])
   from bert_tf.tasks.classification import classifier as classification
 
@@ -355,7 +355,7 @@ def test_every_split_the_flags_ask_for_is_checked_before_any_work(tmp_path, pret
   _break(data, split, how)
   config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, do_predict=True)
   with pytest.raises((ValueError, FileNotFoundError), match=error) as caught:
-    gf.run_classifier(config, say=lambda line: None)
+    classification_run.run_classifier(config, say=lambda line: None)
   assert str(tmp_path / "MRPC" / f"{split}.tsv") in str(caught.value) and "\n" not in str(caught.value)
   assert not (tmp_path / "out" / "checkpoints").exists() and not (tmp_path / "features").exists()
 
@@ -364,11 +364,11 @@ def test_only_the_splits_the_flags_ask_for_are_read(tmp_path, pretrained):
   data = write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
   _break(data, "dev", "columns")
   _break(data, "test", "missing")
-  task = gf.glue.get_task("MRPC")
-  inputs = gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True), task)
+  task = classification_run.glue.get_task("MRPC")
+  inputs = classification_run.read_inputs(_config(tmp_path, pretrained, data, do_train=True), task)
   assert list(inputs) == ["train"] and len(inputs["train"].examples) == 13
   with pytest.raises(ValueError, match="dev.tsv:3"):
-    gf.read_inputs(_config(tmp_path, pretrained, data, do_train=True, do_eval=True), task)
+    classification_run.read_inputs(_config(tmp_path, pretrained, data, do_train=True, do_eval=True), task)
 
 
 def test_a_vocabulary_that_does_not_fit_the_bert_config_is_refused(tmp_path, pretrained):
@@ -442,5 +442,5 @@ def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file
   with pytest.raises(ValueError, match=r"does not match this encoder's BERT config \(--bert_config_file\): "
                                        r"layer_0/intermediate/kernel: the checkpoint has \[18, 37\], the model "
                                        r"needs \[18, 39\]"):
-    gf.run_classifier(config)
+    classification_run.run_classifier(config)
   assert not os.path.exists(tmp_path / "features")

@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf.tasks.classification import classifier as classification
 from bert_tf.tasks.classification import metrics
-from bert_tf.tasks.classification import run as gf
+from bert_tf.tasks.classification import run as classification_run
 from bert_tf.tasks.classification import user_data as ud
 from bert_tf.training import finetuning
 from test_classification_run import WORDS, pretrained  # noqa: F401 (pretrained: the tiny encoder fixture)
@@ -253,8 +253,9 @@ def _config(tmp_path, pretrained, files, **kwargs):
       init_checkpoint=kwargs.pop("init_checkpoint", directory), train_batch_size=4, eval_batch_size=3,
       predict_batch_size=3, learning_rate=3e-3, num_train_epochs=1, distribution_strategy="one_device",
       log_steps=3, steps_per_loop=3, seed=7)
-  return gf.ClassifierConfig(task_name=None, data_dir=None, vocab_file=vocab, finetuning=ft, max_seq_length=13,
-                             features_dir=str(tmp_path / "features"), data_files=files, **kwargs)
+  return classification_run.ClassifierConfig(task_name=None, data_dir=None, vocab_file=vocab, finetuning=ft,
+                                             max_seq_length=13, features_dir=str(tmp_path / "features"),
+                                             data_files=files, **kwargs)
 
 
 def test_feature_files_are_keyed_by_columns_labels_and_task_type(tmp_path, pretrained):
@@ -265,8 +266,8 @@ def test_feature_files_are_keyed_by_columns_labels_and_task_type(tmp_path, pretr
   paths = set()
   for fields in ({}, {"labels": ("1", "0")}, {"label_column": "y"}, {"task_type": "regression"}):
     config = _config(tmp_path, pretrained, ud.DataFiles(train_file=train, **fields), do_train=True)
-    task, inputs = gf.task_and_inputs(config, say=lambda line: None)
-    info, _ = gf.feature_file(config, task, "train", tokenizer, lambda line: None, inputs)
+    task, inputs = classification_run.task_and_inputs(config, say=lambda line: None)
+    info, _ = classification_run.feature_file(config, task, "train", tokenizer, lambda line: None, inputs)
     paths.add(info.path)
     assert os.path.dirname(info.path) == str(tmp_path / "features" / "own" / "sst")
   assert len(paths) == 4
@@ -305,8 +306,8 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   files = ud.DataFiles(train_file=write(tmp_path / "data/train.csv", rows(13), ("sentence1", "label")),
                        validation_file=write(tmp_path / "data/dev.csv", dev_rows, ("sentence1", "label")),
                        test_file=write(tmp_path / "data/test.csv", [(r[0],) for r in rows(5)], ("sentence1",)))
-  summary = gf.run_classifier(_config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True),
-                              say=lambda line: None)
+  summary = classification_run.run_classifier(
+      _config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True), say=lambda line: None)
   results = json.loads((tmp_path / "out/eval_results.json").read_text())
   assert results["eval_examples"] == 7 and {"accuracy", "macro_f1"} <= set(results)
   assert summary["score"] == pytest.approx((results["accuracy"] + results["macro_f1"]) / 2)
@@ -326,7 +327,7 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   config = _config(tmp_path, pretrained, ud.DataFiles(validation_file=dev, test_file=dev), do_eval=True,
                    do_predict=True, out="eval_only", init_checkpoint=str(tmp_path / "out/classifier"))
   said = []
-  again = gf.run_classifier(config, say=said.append)
+  again = classification_run.run_classifier(config, say=said.append)
   assert again["eval"]["dev"]["accuracy"] == results["accuracy"]
   assert again["eval"]["dev"]["macro_f1"] == results["macro_f1"]
   assert again["eval"]["dev"]["loss"] == pytest.approx(results["loss"], abs=1e-6)
@@ -346,8 +347,9 @@ def test_fine_tunes_evaluates_and_predicts_label_strings(tmp_path, pretrained):
   files = ud.DataFiles(train_file=write(tmp_path / "sts/train.jsonl", scores), task_type="regression",
                        text_b_column="sentence2", validation_file=write(tmp_path / "sts/dev.jsonl", scores[:4]),
                        test_file=write(tmp_path / "sts/test.jsonl", [r[:2] for r in scores[:3]]))
-  summary = gf.run_classifier(_config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True,
-                                      out="sts"), say=lambda line: None)
+  summary = classification_run.run_classifier(
+      _config(tmp_path, pretrained, files, do_train=True, do_eval=True, do_predict=True, out="sts"),
+      say=lambda line: None)
   assert set(summary["eval"]["dev"]) >= {"pearson", "spearman"}
   lines = (tmp_path / "sts/test_predictions.jsonl").read_text().splitlines()
   assert [json.loads(line)["index"] for line in lines] == [0, 1, 2]

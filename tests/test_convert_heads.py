@@ -251,12 +251,12 @@ def test_the_converter_script_writes_a_classifier_with_its_labels(minilm, tmp_pa
 
 
 def test_fine_tuning_checkpoints_convert_with_their_own_weights(tmp_path, pretrained):
-  from bert_tf.tasks.classification import run as gf
+  from bert_tf.tasks.classification import run as classification_run
 
   data = write_mrpc(tmp_path / "MRPC")
   config = _config(tmp_path, pretrained, data, do_train=True, do_eval=True, save_checkpoints_steps=6,
                    keep_checkpoint_max=5, eval_every_steps=6, keep_best_checkpoint=True)
-  gf.run_classifier(config, say=lambda line: None)
+  classification_run.run_classifier(config, say=lambda line: None)
   out = tmp_path / "out"
   best = [n[:-len(".index")] for n in os.listdir(out / "best") if n.endswith(".index")]
   assert len(best) == 1
@@ -307,15 +307,15 @@ def test_run_classifier_predicts_with_a_hugging_face_classifier_as_it_is(hf_mode
 
 def test_a_hugging_face_task_model_is_an_init_checkpoint_with_its_head_and_labels(hf_models, tmp_path):
   from bert_tf.tasks.classification import classifier as classification
-  from bert_tf.tasks.classification import run as gf
+  from bert_tf.tasks.classification import run as classification_run
   from bert_tf.training import finetuning
 
   folder, _ = hf_models["classifier"]
   bert_config = finetuning.bert_config_for(None, folder)
   ft = finetuning.FinetuningConfig(output_dir=str(tmp_path / "out"), bert_config=bert_config,
                                    init_checkpoint=folder)
-  config = gf.ClassifierConfig(task_name=None, data_dir=None, vocab_file=os.path.join(folder, "vocab.txt"),
-                               finetuning=ft)
+  config = classification_run.ClassifierConfig(task_name=None, data_dir=None,
+                                               vocab_file=os.path.join(folder, "vocab.txt"), finetuning=ft)
   local = config.finetuning.init_checkpoint  # our classifier/ converted from it, cached
   assert local.startswith(str(tmp_path / "bert_tf_cache" / "converted" / "hf")) and local != folder
   assert released.task_model_dir(folder) == local and released.local_path(folder) == local

@@ -327,13 +327,13 @@ def test_feature_caches_default_to_features_beside_the_output_dir(output_dir, ex
 
 
 def test_every_task_config_caches_beside_its_output_dir_unless_told():
-  from bert_tf.tasks.classification import run as glue_finetuning
+  from bert_tf.tasks.classification import run as classification_run
   from bert_tf.tasks.ner import run as ner_run
   from bert_tf.tasks.squad import run as squad_run
   from bert_tf.tasks.swag import run as swag_run
 
   ft = finetuning.FinetuningConfig(output_dir="out/task", bert_config=th.tiny_bert_config())
-  for cls in (glue_finetuning.ClassifierConfig, squad_run.SquadConfig, ner_run.NerConfig, swag_run.SwagConfig):
+  for cls in (classification_run.ClassifierConfig, squad_run.SquadConfig, ner_run.NerConfig, swag_run.SwagConfig):
     required = {name: "x" for name, field in cls.__dataclass_fields__.items()
                 if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
     assert cls(**{**required, "finetuning": ft}).features_dir == "out/features", cls

@@ -221,12 +221,12 @@ def test_a_truncated_task_model_or_settings_file_is_one_error_naming_the_file(tm
 
   from bert_tf.config import BertConfig
   from bert_tf.model.encoder import INPUT_NAMES
-  from bert_tf.tasks.squad import model as sf
+  from bert_tf.tasks.squad import model as squad_model
   from bert_tf.tasks.squad import run as squad_run
 
   config = BertConfig.from_preset("tiny", vocab_size=9, num_hidden_layers=1, hidden_size=6, num_attention_heads=3,
                                   intermediate_size=7, max_position_embeddings=11)
-  model = sf.BertSpanLabeler(config, dtype="float32")
+  model = squad_model.BertSpanLabeler(config, dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c", "d", "e"]) + "\n")

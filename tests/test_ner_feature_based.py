@@ -20,9 +20,9 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.ner import data as ner
-from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import feature_based
 from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner import model as ner_model
 from bert_tf.tasks.ner import run as ner_run
 from bert_tf.training import finetuning
 
@@ -112,7 +112,7 @@ def _inputs(windows):
 
 def test_tagger_on_cached_layers_equals_tagger_on_windows_and_ignores_padding():
   tf.keras.utils.set_random_seed(1)
-  model = nfb.build(nfb.BertFeatureTagger(_config(), 7, "weighted_sum_all"))
+  model = feature_based.build(feature_based.BertFeatureTagger(_config(), 7, "weighted_sum_all"))
   assert model.lstm_units == 14 and not model.encoder.trainable
   assert model.encoder.trainable_weights == [] and model.encoder.weights
   head = [w for layer in (model.features, model.lstm_1, model.lstm_2, model.tag_output) for w in layer.weights]
@@ -125,8 +125,8 @@ def test_tagger_on_cached_layers_equals_tagger_on_windows_and_ignores_padding():
   assert logits.shape == (3, T, 7) and logits.dtype == np.float32
   outputs = model.encoder(inputs, training=False)
   layers = tf.stack(feature_choice.stacked_outputs(outputs), axis=2)  # [B, T, L+1, H]
-  np.testing.assert_allclose(model({nfb.LAYERS_KEY: layers, "input_mask": inputs["input_mask"]}).numpy(), logits,
-                             atol=1e-6)
+  np.testing.assert_allclose(
+      model({feature_based.LAYERS_KEY: layers, "input_mask": inputs["input_mask"]}).numpy(), logits, atol=1e-6)
   # The second window alone, cut to its 5 real tokens: the masked LSTMs give its real positions the same logits.
   alone = model({k: v[1:2, :5] for k, v in inputs.items()}).numpy()
   np.testing.assert_allclose(alone[0], logits[1, :5], atol=1e-5)
@@ -138,7 +138,7 @@ def test_tagger_on_cached_layers_equals_tagger_on_windows_and_ignores_padding():
   copy = float32_copy(model)
   np.testing.assert_array_equal(copy(inputs).numpy(), logits)
   with pytest.raises(ValueError, match="unknown feature choice; choose one of embeddings"):
-    nfb.BertFeatureTagger(_config(), 7, "sum")
+    feature_based.BertFeatureTagger(_config(), 7, "sum")
 
 
 def test_rows_of_padding_give_cudnns_lstm_a_mask_it_accepts():
@@ -158,7 +158,7 @@ def test_rows_of_padding_give_cudnns_lstm_a_mask_it_accepts():
     return original(mask)
 
   tf.keras.utils.set_random_seed(1)
-  model = nfb.build(nfb.BertFeatureTagger(_config(), 3, "last_hidden", lstm_units=4))
+  model = feature_based.build(feature_based.BertFeatureTagger(_config(), 3, "last_hidden", lstm_units=4))
   mask = np.array([[1] * 9 + [0] * 4, [1] * 5 + [0] * 8, [0] * 13], np.int32)  # the last row: padding
   inputs = {"input_ids": tf.constant(7 * mask), "input_mask": tf.constant(mask),
             "segment_ids": tf.zeros([3, T], tf.int32)}
@@ -170,7 +170,7 @@ def test_rows_of_padding_give_cudnns_lstm_a_mask_it_accepts():
 
 def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(workdir, tmp_path):
   _, _, windows = _windows(workdir)
-  info = nf.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
+  info = ner_model.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
   tf.keras.utils.set_random_seed(3)
   encoder = BertEncoder(_config())
   # What a killed write left (its process is gone) is removed; a live writer's temporary file stays.
@@ -180,13 +180,13 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
   cache.mkdir(parents=True)
   (cache / f".x.tfrecord.tmp-0123abcd.{dead_owner_tag()}").write_bytes(b"\0" * 1000)
   (cache / f".y.tfrecord.tmp-0123abcd.{fileio.owner_tag()}").write_bytes(b"\0" * 10)
-  layers, reused = nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3)
+  layers, reused = feature_based.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3)
   assert sorted(os.listdir(cache)) == sorted([os.path.basename(layers.path), os.path.basename(layers.path) + ".json",
                                               f".y.tfrecord.tmp-0123abcd.{fileio.owner_tag()}"])
   assert not reused and layers.num_windows == len(windows) == 7
   assert (layers.num_layers, layers.hidden_size, layers.num_words) == (L + 1, 14, info.num_words)
   assert layers.path.startswith(f"{tmp_path}/f/ner_layers/")
-  batches = list(nfb.layer_dataset(layers, 4, is_training=False, pad_to_batch=True))
+  batches = list(feature_based.layer_dataset(layers, 4, is_training=False, pad_to_batch=True))
   assert [b["is_real_example"].numpy().tolist() for b in batches] == [[1, 1, 1, 1], [1, 1, 1, 0]]
   assert [int(i) for b in batches for i, real in zip(b["unique_ids"].numpy(), b["is_real_example"].numpy())
           if real] == list(range(7))
@@ -199,51 +199,53 @@ def test_layer_file_holds_each_windows_real_tokens_and_is_named_by_the_weights(w
       assert batch["input_mask"].numpy()[i].tolist()[:n] == [1] * n and not batch["input_mask"].numpy()[i, n:].any()
       assert batch["label_ids"].numpy()[i, :n].tolist() == windows[row].label_ids[:n]
       assert batch["label_mask"].numpy()[i, :n].tolist() == windows[row].label_mask[:n]
-      np.testing.assert_allclose(batch[nfb.LAYERS_KEY].numpy()[i, :n], stacked[row, :n], atol=1e-5)
+      np.testing.assert_allclose(batch[feature_based.LAYERS_KEY].numpy()[i, :n], stacked[row, :n], atol=1e-5)
       row += 1
   assert row == 7
 
   # Training batches: full, shuffled, repeated, and each of windows on one side of the bucket boundary (9).
   lengths = {i: sum(w.input_mask) for i, w in enumerate(windows)}
   assert sorted(lengths.values()) == [4, 4, 6, 6, 7, 9, 11]
-  for batch in nfb.layer_dataset(layers, 2, is_training=True, seed=4).take(12):
+  for batch in feature_based.layer_dataset(layers, 2, is_training=True, seed=4).take(12):
     mine = [lengths[int(i)] for i in batch["unique_ids"].numpy()]
     assert len(mine) == 2 and len({n < 9 for n in mine}) == 1, mine
-    assert batch[nfb.LAYERS_KEY].shape[1] == max(mine)
+    assert batch[feature_based.LAYERS_KEY].shape[1] == max(mine)
   # Under --jit_compile lengths round up to a multiple of 8 (at most T); without dynamic padding (TPUs) every batch
   # has T positions, in its static shape too; the windows' own positions are unchanged.
   for multiple, static in ((8, False), (1, True)):
-    dataset = nfb.layer_dataset(layers, 2, is_training=True, seed=4, length_multiple=multiple, static_length=static)
+    dataset = feature_based.layer_dataset(layers, 2, is_training=True, seed=4, length_multiple=multiple,
+                                          static_length=static)
     if static:
-      assert dataset.element_spec[nfb.LAYERS_KEY].shape.as_list() == [2, T, L + 1, 14]
-    for batch, plain in zip(dataset.take(6), nfb.layer_dataset(layers, 2, is_training=True, seed=4).take(6)):
+      assert dataset.element_spec[feature_based.LAYERS_KEY].shape.as_list() == [2, T, L + 1, 14]
+    for batch, plain in zip(dataset.take(6), feature_based.layer_dataset(layers, 2, is_training=True, seed=4).take(6)):
       longest = max(lengths[int(i)] for i in batch["unique_ids"].numpy())
       expected = T if static else (8 if longest <= 8 else T)  # 16 > T = 13
       assert {k: v.shape[1] for k, v in batch.items() if v.shape.rank >= 2} == dict.fromkeys(
-          ["input_mask", "label_ids", "label_mask", nfb.LAYERS_KEY], expected)
+          ["input_mask", "label_ids", "label_mask", feature_based.LAYERS_KEY], expected)
       n = plain["input_mask"].shape[1]
       for key in plain:
         np.testing.assert_array_equal(batch[key].numpy()[:, :n] if plain[key].shape.rank >= 2 else batch[key].numpy(),
                                       plain[key].numpy())
       assert not batch["input_mask"].numpy()[:, n:].any()
 
-  assert nfb.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3) == (layers, True)
+  assert feature_based.cached_layer_file(encoder, info, str(tmp_path / "f"), batch_size=3) == (layers, True)
   twin = BertEncoder(_config(), name="encoder")  # same weights under another name: the same layers
   twin.set_weights(encoder.get_weights())
-  assert nfb.encoder_fingerprint(twin) == layers.encoder_fingerprint
+  assert feature_based.encoder_fingerprint(twin) == layers.encoder_fingerprint
   encoder.word_embeddings.embeddings.assign_add(tf.ones_like(encoder.word_embeddings.embeddings) * 1e-3)
-  other = nfb.layer_file_path(str(tmp_path / "f"), info.path, nfb.encoder_fingerprint(encoder))
-  assert other != layers.path and nfb.encoder_fingerprint(encoder) != layers.encoder_fingerprint
+  other = feature_based.layer_file_path(str(tmp_path / "f"), info.path, feature_based.encoder_fingerprint(encoder))
+  assert other != layers.path and feature_based.encoder_fingerprint(encoder) != layers.encoder_fingerprint
 
 
 def test_training_through_the_shared_trainer_leaves_the_encoder_unchanged(workdir, tmp_path):
   _, labels, windows = _windows(workdir)
-  info = nf.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
+  info = ner_model.write_feature_file(windows, str(tmp_path / "w.tfrecord"))
   config = finetuning.FinetuningConfig(output_dir=str(tmp_path / "out"), bert_config=_config(),
                                        init_checkpoint=str(workdir / "model"), train_batch_size=3,
                                        learning_rate=1e-2, num_train_epochs=4, warmup_proportion=0.0,
                                        distribution_strategy="one_device", steps_per_loop=3, log_steps=3)
-  task = nfb.NerFeatureTask(_config(), len(labels), "concat_last_four", info.path, T)  # the encoder in the loop
+  # The encoder in the loop.
+  task = feature_based.NerFeatureTask(_config(), len(labels), "concat_last_four", info.path, T)
   run, result = finetuning.train(task, config, info.num_windows, STRATEGY)
   assert result.step == 9 and not result.interrupted
   assert result.history[-1]["loss"] < result.history[0]["loss"]

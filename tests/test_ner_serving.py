@@ -20,7 +20,7 @@ from bert_tf.data.tokenization import BasicTokenizer, FullTokenizer
 from bert_tf.export import serving
 from bert_tf.tasks.ner import data as ner
 from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner import model as ner_model
 from bert_tf.tasks.ner import run as ner_run
 from bert_tf.tasks.ner import serving as ner_serving
 
@@ -41,7 +41,7 @@ def _model(labels=LABELS):
   keras.utils.set_random_seed(4)
   config = BertConfig.from_preset("tiny", vocab_size=30522, num_hidden_layers=1, hidden_size=18,
                                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=T + 2)
-  model = nf.BertTokenClassifier(config, len(labels), dtype="float32")
+  model = ner_model.BertTokenClassifier(config, len(labels), dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")})
   kernel, bias = model.tag_output.get_weights()
   model.tag_output.set_weights([kernel * 300, bias])  # decisive, varied labels: many entities to compare

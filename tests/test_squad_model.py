@@ -12,7 +12,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.squad import data as squad
-from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.training import finetuning, optimization, trainer
 from test_squad_data import build_fixture, write_json
 
@@ -39,7 +39,7 @@ def _config(vocab_size=30522):
 
 
 def _read_all(path, is_training, batch=4, **kwargs):
-  batches = list(sf.squad_dataset(path, batch, T, is_training=is_training, **kwargs))
+  batches = list(squad_model.squad_dataset(path, batch, T, is_training=is_training, **kwargs))
   return batches, {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
@@ -62,15 +62,15 @@ def test_feature_files_round_trip_exactly_and_are_reused(windows, tmp_path):
   train = train[:23]  # answered and unanswered windows, and the impossible question's
   train.append(next(f for f in windows[0] if f.is_impossible))
   path = str(tmp_path / "train.tfrecord")
-  info = sf.write_feature_file(train, path, is_training=True)
+  info = squad_model.write_feature_file(train, path, is_training=True)
   assert (info.num_features, info.max_seq_length, info.is_training) == (24, T, True)
   assert info.num_examples == len({f.example_index for f in train})
   assert info.num_unanswered == sum(f.start_position == 0 for f in train) > 0
-  assert sf.read_feature_file_info(path) == info
+  assert squad_model.read_feature_file_info(path) == info
   assert json.loads(open(path + ".json").read())["num_features"] == 24
 
   # The training reader: its records, read once in order, hold every field.
-  spec = sf.feature_spec(T, is_training=True)
+  spec = squad_model.feature_spec(T, is_training=True)
   parsed = tf.io.parse_example(list(tf.data.TFRecordDataset([path]).as_numpy_iterator()), spec)
   assert sorted(spec) == ["end_positions", "input_ids", "input_mask", "segment_ids", "start_positions",
                           "unique_ids"]
@@ -80,11 +80,11 @@ def test_feature_files_round_trip_exactly_and_are_reused(windows, tmp_path):
     assert parsed[name].numpy().tolist() == [getattr(f, field) for f in train], name
   raw = tf.train.Example.FromString(next(tf.data.TFRecordDataset([path]).skip(23).as_numpy_iterator()))
   assert raw.features.feature["is_impossible"].int64_list.value == [1]
-  assert set(raw.features.feature) == set(sf.SQUAD_FEATURES)
+  assert set(raw.features.feature) == set(squad_model.SQUAD_FEATURES)
 
   # The evaluation records: unique ids, ids and masks, no positions; in order, the last batch short.
   eval_path = str(tmp_path / "eval.tfrecord")
-  sf.write_feature_file(evaluate[:13], eval_path, is_training=False)
+  squad_model.write_feature_file(evaluate[:13], eval_path, is_training=False)
   batches, got = _read_all(eval_path, False, dynamic_padding=False)
   assert [b["input_ids"].shape[0] for b in batches] == [4, 4, 4, 1]
   assert sorted(got) == ["input_ids", "input_mask", "is_real_example", "segment_ids", "unique_ids"]
@@ -98,13 +98,13 @@ def test_feature_files_round_trip_exactly_and_are_reused(windows, tmp_path):
   def fail():
     raise AssertionError("the windows were made again")
 
-  assert sf.cached_feature_file(path, fail, is_training=True) == (info, True)
-  fresh, reused = sf.cached_feature_file(str(tmp_path / "new.tfrecord"), lambda: iter(train[:5]), True)
+  assert squad_model.cached_feature_file(path, fail, is_training=True) == (info, True)
+  fresh, reused = squad_model.cached_feature_file(str(tmp_path / "new.tfrecord"), lambda: iter(train[:5]), True)
   assert not reused and fresh.num_features == 5
   with pytest.raises(ValueError, match="holds training features"):
-    sf.cached_feature_file(path, fail, is_training=False)
+    squad_model.cached_feature_file(path, fail, is_training=False)
   with pytest.raises(ValueError, match="has no answer position"):
-    sf.write_feature_file(evaluate[:2], str(tmp_path / "bad.tfrecord"), is_training=True)
+    squad_model.write_feature_file(evaluate[:2], str(tmp_path / "bad.tfrecord"), is_training=True)
   assert not (tmp_path / "bad.tfrecord").exists()
 
 
@@ -112,32 +112,32 @@ def test_feature_file_path_changes_with_every_setting(tmp_path, bert_uncased_voc
   data = write_json(tmp_path / "v1.json", build_fixture(False))
   args = dict(is_training=True, version_2_with_negative=False, do_lower_case=True, max_seq_length=T,
               doc_stride=STRIDE, max_query_length=QUERY)
-  base = sf.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file, **args)
+  base = squad_model.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file, **args)
   assert base.startswith(f"{tmp_path}/features/squad/train-") and base.endswith(".tfrecord")
-  assert sf.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file, **args) == base
+  assert squad_model.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file, **args) == base
   for name, value in (("doc_stride", STRIDE + 2), ("max_query_length", QUERY + 2), ("do_lower_case", False),
                       ("version_2_with_negative", True), ("max_seq_length", T + 2)):
-    assert sf.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file,
-                                **dict(args, **{name: value})) != base, name
-  assert "/eval-" in sf.feature_file_path(str(tmp_path), data, bert_uncased_vocab_file,
+    assert squad_model.feature_file_path(str(tmp_path / "features"), data, bert_uncased_vocab_file,
+                                         **dict(args, **{name: value})) != base, name
+  assert "/eval-" in squad_model.feature_file_path(str(tmp_path), data, bert_uncased_vocab_file,
                                          **dict(args, is_training=False))
 
 
 def test_training_dataset_shuffles_repeats_and_keeps_full_batches(windows, tmp_path):
   path = str(tmp_path / "train.tfrecord")
-  sf.write_feature_file(windows[0][:7], path, is_training=True)
-  batches = list(sf.squad_dataset(path, 3, T, is_training=True, seed=5).take(5))
+  squad_model.write_feature_file(windows[0][:7], path, is_training=True)
+  batches = list(squad_model.squad_dataset(path, 3, T, is_training=True, seed=5).take(5))
   assert all(b["input_ids"].shape[0] == 3 for b in batches)
   ids = np.concatenate([b["unique_ids"].numpy() for b in batches]).tolist()
   assert sorted(ids[:7]) == sorted(ids[7:14]) == list(range(squad.FIRST_UNIQUE_ID, squad.FIRST_UNIQUE_ID + 7))
   assert ids[:7] != ids[7:14]  # reshuffled each epoch
-  again = list(sf.squad_dataset(path, 3, T, is_training=True, seed=5).take(5))
+  again = list(squad_model.squad_dataset(path, 3, T, is_training=True, seed=5).take(5))
   assert np.concatenate([b["unique_ids"].numpy() for b in again]).tolist() == ids  # seeded
   assert batches[0]["start_positions"].dtype == tf.int32
 
 
 def test_span_labeller_outputs_config_round_trip_and_encoder():
-  model = sf.BertSpanLabeler(_config(50))
+  model = squad_model.BertSpanLabeler(_config(50))
   rng = np.random.default_rng(0)
   mask = (np.arange(7)[None] < np.array([[7], [3], [5], [1], [6]])).astype(np.int32)
   x = {"input_ids": tf.constant(rng.integers(5, 50, [5, 7]) * mask, tf.int32), "input_mask": tf.constant(mask),
@@ -153,12 +153,12 @@ def test_span_labeller_outputs_config_round_trip_and_encoder():
   np.testing.assert_allclose(out["end_logits"].numpy(), sequence @ kernel[:, 1] + bias[1], atol=1e-5)
   assert model.span_output.kernel_initializer.get_config()["stddev"] == 0.02
   assert isinstance(model.encoder, BertEncoder)
-  clone = sf.BertSpanLabeler.from_config(model.get_config())
+  clone = squad_model.BertSpanLabeler.from_config(model.get_config())
   assert clone.config == model.config
   clone(x)
   clone.set_weights(model.get_weights())
   np.testing.assert_array_equal(clone(x)["end_logits"].numpy(), out["end_logits"].numpy())
-  mixed = sf.BertSpanLabeler(_config(50), dtype="mixed_bfloat16")
+  mixed = squad_model.BertSpanLabeler(_config(50), dtype="mixed_bfloat16")
   assert mixed(x)["start_logits"].dtype == tf.float32
 
 
@@ -168,7 +168,7 @@ def _log_softmax(z):
 
 
 def test_loss_is_the_mean_of_start_and_end_cross_entropies_over_real_tokens():
-  task = sf.SquadTask(_config(50), "unused", T)
+  task = squad_model.SquadTask(_config(50), "unused", T)
   rng = np.random.default_rng(1)
   b, t = 5, 7
   lengths = np.array([7, 3, 5, 2, 6])
@@ -204,11 +204,11 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropies_over_real_tokens():
 def test_dynamic_padding_gives_the_logits_of_full_padding_and_predict_returns_them_in_order(windows, tmp_path):
   chosen = _mixed_lengths(windows[1])
   path = str(tmp_path / "eval.tfrecord")
-  sf.write_feature_file(chosen, path, is_training=False)
+  squad_model.write_feature_file(chosen, path, is_training=False)
   keras.utils.set_random_seed(7)
-  model = sf.BertSpanLabeler(_config())
+  model = squad_model.BertSpanLabeler(_config())
   full_batches, _ = _read_all(path, False, dynamic_padding=False)
-  cut_batches = list(sf.squad_dataset(path, 4, T, False, pad_to_batch=True, length_multiple=1))
+  cut_batches = list(squad_model.squad_dataset(path, 4, T, False, pad_to_batch=True, length_multiple=1))
   assert [b["input_ids"].shape for b in cut_batches][:2] == [
       (4, max(sum(f.input_mask) for f in chosen[i:i + 4])) for i in (0, 4)]
   assert cut_batches[0]["input_ids"].shape[1] < T
@@ -222,8 +222,8 @@ def test_dynamic_padding_gives_the_logits_of_full_padding_and_predict_returns_th
       np.testing.assert_allclose(b[name].numpy()[:n][real[:, :length]], a[name].numpy()[real], atol=1e-5)
 
   # finetuning.predict over the padded evaluation batches: [N, 2, T] in file order, padding rows dropped.
-  dataset = sf.squad_dataset(path, 4, T, False, pad_to_batch=True, length_multiple=1)
-  predicted = finetuning.predict(sf.squad_predictions(model, T), dataset, STRATEGY)
+  dataset = squad_model.squad_dataset(path, 4, T, False, pad_to_batch=True, length_multiple=1)
+  predicted = finetuning.predict(squad_model.squad_predictions(model, T), dataset, STRATEGY)
   assert predicted.shape == (len(chosen), 2, T) and predicted.dtype == np.float32
   direct = model({k: tf.constant([getattr(f, k) for f in chosen], tf.int32)
                   for k in ("input_ids", "input_mask", "segment_ids")})
@@ -231,8 +231,8 @@ def test_dynamic_padding_gives_the_logits_of_full_padding_and_predict_returns_th
   np.testing.assert_allclose(predicted[:, 0][mask], direct["start_logits"].numpy()[mask], atol=1e-5)
   np.testing.assert_allclose(predicted[:, 1][mask], direct["end_logits"].numpy()[mask], atol=1e-5)
   # Every padded position is masked, those inside a batch's longest window as well as those past it.
-  assert (~mask).any() and (predicted[:, 0][~mask] == sf.PAD_LOGIT).all()
-  assert (predicted[:, 1][~mask] == sf.PAD_LOGIT).all()
+  assert (~mask).any() and (predicted[:, 0][~mask] == squad_model.PAD_LOGIT).all()
+  assert (predicted[:, 1][~mask] == squad_model.PAD_LOGIT).all()
   inside = ~mask & (np.arange(T)[None] < np.array([[max(sum(f.input_mask) for f in chosen[i // 4 * 4:i // 4 * 4 + 4])]
                                                   for i in range(len(chosen))]))
   assert inside.any()  # The batches mix lengths, so the mask had work to do inside them.
@@ -241,10 +241,10 @@ def test_dynamic_padding_gives_the_logits_of_full_padding_and_predict_returns_th
 def test_the_trainer_lowers_the_loss_and_checkpoints_the_encoder(windows, tmp_path):
   train = windows[0][:10] + [f for f in windows[0] if f.start_position > 0][:3]  # 13 windows, some answered
   path = str(tmp_path / "train.tfrecord")
-  sf.write_feature_file(train, path, is_training=True)
+  squad_model.write_feature_file(train, path, is_training=True)
   keras.utils.set_random_seed(3)
   steps = 8
-  task = sf.SquadTask(_config(), path, T, seed=1, length_multiple=1)
+  task = squad_model.SquadTask(_config(), path, T, seed=1, length_multiple=1)
   config = trainer.TrainerConfig(output_dir=str(tmp_path / "run"), global_batch_size=6, num_train_steps=steps,
                                  steps_per_loop=steps, save_checkpoints_steps=100, log_steps=1)
   run = trainer.Trainer(task, STRATEGY, lambda: optimization.create_optimizer("adamw", 1e-2, steps, 1), config)

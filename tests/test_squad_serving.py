@@ -13,7 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import tokenization
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.squad import data as squad
-from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import serving as squad_serving
 
@@ -38,7 +38,7 @@ def model(bert_uncased_vocab_file):
                                   num_attention_heads=2, intermediate_size=31, max_position_embeddings=T + 3,
                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   keras.utils.set_random_seed(7)
-  labeller = sf.BertSpanLabeler(config, dtype="float32")
+  labeller = squad_model.BertSpanLabeler(config, dtype="float32")
   labeller({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   # A random span head scores near zero everywhere, so near-ties would decide; spread the logits.
   kernel, bias = labeller.span_output.get_weights()
@@ -63,7 +63,7 @@ def _python_answers(model, vocab_file, questions, contexts, version_2, threshold
     examples.append(squad.SquadExample(qas_id=str(i), question_text=q, doc_tokens=tuple(doc_tokens)))
   features = list(squad.convert_examples_to_features(examples, tokenizer, False, T, STRIDE, QUERY))
   inputs = {name: tf.constant([getattr(f, name) for f in features], tf.int32) for name in INPUT_NAMES}
-  logits = sf.squad_predictions(model, T)(inputs).numpy()
+  logits = squad_model.squad_predictions(model, T)(inputs).numpy()
   results = {f.unique_id: (logits[i, 0], logits[i, 1]) for i, f in enumerate(features)}
   predictions = squad_postprocess.postprocess(examples, features, results, version_2_with_negative=version_2,
                                               null_score_diff_threshold=threshold)
@@ -182,6 +182,6 @@ def test_encoded_signature_gives_the_masked_logits(model, bert_uncased_vocab_fil
   for name in ("start_logits", "end_logits"):
     np.testing.assert_allclose(out[name].numpy()[mask.numpy() > 0], direct[name].numpy()[mask.numpy() > 0],
                                atol=1e-5)
-    assert (out[name].numpy()[mask.numpy() == 0] == sf.PAD_LOGIT).all()
+    assert (out[name].numpy()[mask.numpy() == 0] == squad_model.PAD_LOGIT).all()
   with pytest.raises(tf.errors.InvalidArgumentError, match="input_ids must be < vocab_size"):
     server.serve_encoded(ids + 40000, mask, segments)

@@ -15,7 +15,7 @@ import tensorflow as tf
 from bert_tf.data import tokenization
 from bert_tf.export import serving
 from bert_tf.tasks.swag import data as swag
-from bert_tf.tasks.swag import model as sf
+from bert_tf.tasks.swag import model as swag_model
 from bert_tf.tasks.swag import run as swag_run
 from bert_tf.tasks.swag import serving as swag_serving
 from test_swag_model import WORDS, _config
@@ -42,7 +42,7 @@ def export_swag_model(directory) -> dict:
   vocab = directory / "vocab.txt"
   vocab.write_text("\n".join([*tokenization.SPECIAL_TOKENS, *WORDS]) + "\n")
   keras.utils.set_random_seed(11)
-  model = sf.BertMultipleChoice(_config())
+  model = swag_model.BertMultipleChoice(_config())
   model({name: tf.zeros([1, 4, 2], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")})
   # Weights of scale 1: at BERT's initialisation the tiny encoder's pooled outputs barely differ between
   # sequences, and the four probabilities would all be 0.25 to 4 decimals.
@@ -128,7 +128,7 @@ def test_a_fresh_process_with_tensorflow_text_alone_gives_the_keras_models_outpu
   assert answer["bert_tf_modules"] == []
 
   logits = _keras_logits(exported, EXAMPLES)
-  expected = sf.probabilities(logits)
+  expected = swag_model.probabilities(logits)
   assert np.ptp(expected, axis=1).min() > 0.05  # the choices differ, so agreement means something
   assert any(s.truncated for e in EXAMPLES for s in swag.encode_example(exported["tokenizer"], e, T))
   got = answer["text"]
@@ -143,7 +143,7 @@ def test_a_fresh_process_with_tensorflow_text_alone_gives_the_keras_models_outpu
     examples = [_swag_example(texts["sent1"][i], texts["sent2"][i], [texts[f"ending{c}"][i] for c in range(4)])
                 for i in range(len(texts["sent1"]))]
     np.testing.assert_allclose(np.array(replay["outputs"]["probabilities"]),
-                               sf.probabilities(_keras_logits(exported, examples)), atol=1e-5, rtol=0)
+                               swag_model.probabilities(_keras_logits(exported, examples)), atol=1e-5, rtol=0)
 
 
 def test_batches_of_different_sizes_are_an_error_and_empty_batches_work(exported):

@@ -35,7 +35,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.export import serving
 from bert_tf.model.encoder import INPUT_NAMES
-from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.tasks.squad import run as squad_run
 from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.tasks.swag import serving as swag_serving
@@ -44,12 +44,12 @@ from test_serving import MAX_POSITIONS, VOCAB, write_vocab
 SQUAD_T = 15
 
 
-def _squad_model() -> sf.BertSpanLabeler:
+def _squad_model() -> squad_model.BertSpanLabeler:
   """Large initial weights (as test_serving's tiny_classifier), so outputs differ visibly between inputs."""
   config = BertConfig.from_preset("tiny", vocab_size=len(VOCAB), num_hidden_layers=1, hidden_size=18,
                                   num_attention_heads=3, intermediate_size=37, max_position_embeddings=MAX_POSITIONS,
                                   initializer_range=0.5)
-  model = sf.BertSpanLabeler(config, dtype="float32")
+  model = squad_model.BertSpanLabeler(config, dtype="float32")
   model({name: tf.zeros([1, 2], tf.int32) for name in INPUT_NAMES})
   return model
 
