@@ -10,7 +10,7 @@ float32 rounding, which grows slowly over the run.
 
 Our side runs the library's training path (`finetuning.train`: the shared Trainer, `create_optimizer`,
 loading the Hugging Face weights through `init_encoder`) with a task whose dataset yields the given batches;
-our reader, tokenizer and feature files make the features, and `glue_finetuning` evaluates. The peer is
+our reader, tokenizer and feature files make the features, and `classification.run` evaluates. The peer is
 `bench/glue_hf_peer.py` with --order_file, --head_init and --dropout=0.
 
   python bench/glue_matched.py --task_name=MRPC --seed=42                 # about 12 minutes on 2 cores
