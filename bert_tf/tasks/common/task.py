@@ -1,15 +1,56 @@
-"""The trainer's task for one label per example (a sentence's class, a SWAG example's choice, or a score): what
-the classification and multiple-choice tasks share; each adds its model (`build_model`) and its input pipeline
-(`build_dataset`)."""
+"""The trainer's tasks that the fine-tuning tasks share: `FineTuningTask`, the settings of every task that
+fine-tunes a BERT encoder on a feature file, and `PerExampleTask`, one label per example (a sentence's class, a SWAG
+example's choice, or a score), the classification and multiple-choice tasks' loss. Each task adds its model
+(`build_model`) and its input pipeline (`build_dataset`)."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 import tensorflow as tf
 
 from bert_tf.training import trainer
 
 
-class PerExampleTask(trainer.Task):
+@dataclasses.dataclass(eq=False)  # eq=False: tasks compare (and hash) by identity, as trainer.Task does
+class FineTuningTask(trainer.Task):
+  """A model with a BERT encoder (`model.encoder`), trained on a feature file of the task's records.
+
+  Args:
+    bert_config: the encoder's `BertConfig`.
+    train_file: the training feature file (None for a task that only computes losses, e.g. of evaluation).
+    max_seq_length: T, the file's sequence length.
+    seed: the input pipeline's shuffle seed.
+    dtype: the model's Keras dtype policy ("float32", "mixed_float16", ...).
+    dynamic_padding: batches cut to their longest sequence, rounded up to a multiple of `length_multiple`.
+  The training batches are `read_file`'s; checkpoints hold the model and, on its own, the encoder (what
+  --init_checkpoint of a later run reads).
+  """
+
+  bert_config: Any
+  train_file: str | None
+  max_seq_length: int
+  seed: int = 12345
+  dtype: str = "float32"
+  dynamic_padding: bool = True
+  length_multiple: int = 8
+
+  @staticmethod
+  def read_file(path: str, batch_size: int, max_seq_length: int, is_training: bool, **options) -> tf.data.Dataset:
+    """The task's feature file at `path` -> batches (`ner_dataset`, `squad_dataset`, ...: set it to the task's)."""
+    raise NotImplementedError
+
+  def build_dataset(self, batch_size, input_context):
+    return self.read_file(self.train_file, batch_size, self.max_seq_length, is_training=True,
+                          input_context=input_context, seed=self.seed, dynamic_padding=self.dynamic_padding,
+                          length_multiple=self.length_multiple)
+
+  def checkpoint_items(self, model):
+    return {"model": model, "encoder": model.encoder}
+
+
+class PerExampleTask(FineTuningTask):
   """One label per example, on batches with int32 [B] label_ids (float32 [B] with one output: regression) and
   is_real_example (0 for the rows that pad the last evaluation batch).
 
@@ -18,17 +59,11 @@ class PerExampleTask(trainer.Task):
   batch. Reported: loss, accuracy (not for regression).
   """
 
-  def __init__(self, bert_config, num_labels: int, train_file: str, max_seq_length: int, seed: int = 12345,
+  def __init__(self, bert_config, num_labels: int, train_file: str | None, max_seq_length: int, seed: int = 12345,
                dtype: str = "float32", dynamic_padding: bool = True, length_multiple: int = 8):
-    self.bert_config = bert_config
+    super().__init__(bert_config, train_file, max_seq_length, seed, dtype, dynamic_padding, length_multiple)
     self.num_labels = num_labels
     self.is_regression = num_labels == 1
-    self.train_file = train_file
-    self.max_seq_length = max_seq_length
-    self.seed = seed
-    self.dtype = dtype
-    self.dynamic_padding = dynamic_padding
-    self.length_multiple = length_multiple
 
   def normalizers(self, features):
     return {"examples": tf.reduce_sum(tf.cast(features["is_real_example"], tf.float32))}
@@ -50,6 +85,3 @@ class PerExampleTask(trainer.Task):
     if self.is_regression:
       return {}
     return {"accuracy": sums["correct_sum"] / max(sums["examples"], 1.0)}
-
-  def checkpoint_items(self, model):
-    return {"model": model, "encoder": model.encoder}

@@ -31,8 +31,8 @@ from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, truncated_normal
 from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.task import FineTuningTask
 from bert_tf.tasks.ner.data import NerWindow
-from bert_tf.training import trainer
 
 # The schema, declared once: name -> shape ("T": max_seq_length, "": a scalar).
 NER_FEATURES: dict[str, str] = {"unique_ids": "", "input_ids": "T", "input_mask": "T", "segment_ids": "T",
@@ -199,31 +199,23 @@ def ner_predictions(model: BertTokenClassifier, max_seq_length: int, loss_task: 
 # -- Task -----------------------------------------------------------------------------------------------------
 
 
-class NerTask(trainer.Task):
-  """Fine-tuning a `BertTokenClassifier` with the shared trainer on a training feature file.
+class NerTask(FineTuningTask):
+  """Fine-tuning a `BertTokenClassifier` with the shared trainer on a training feature file (`FineTuningTask`'s
+  settings; `num_labels`: K).
 
   Loss: the mean over the labelled positions of the global batch of the cross-entropy of their label. Reported:
   loss and accuracy (of the labels at those positions).
   """
 
-  def __init__(self, bert_config, num_labels: int, train_file: str, max_seq_length: int, seed: int = 12345,
+  read_file = staticmethod(ner_dataset)
+
+  def __init__(self, bert_config, num_labels: int, train_file: str | None, max_seq_length: int, seed: int = 12345,
                dtype: str = "float32", dynamic_padding: bool = True, length_multiple: int = 1):
-    self.bert_config = bert_config
+    super().__init__(bert_config, train_file, max_seq_length, seed, dtype, dynamic_padding, length_multiple)
     self.num_labels = num_labels
-    self.train_file = train_file
-    self.max_seq_length = max_seq_length
-    self.seed = seed
-    self.dtype = dtype
-    self.dynamic_padding = dynamic_padding
-    self.length_multiple = length_multiple
 
   def build_model(self):
     return BertTokenClassifier(self.bert_config, self.num_labels, dtype=self.dtype)
-
-  def build_dataset(self, batch_size, input_context):
-    return ner_dataset(self.train_file, batch_size, self.max_seq_length, is_training=True,
-                       input_context=input_context, seed=self.seed, dynamic_padding=self.dynamic_padding,
-                       length_multiple=self.length_multiple)
 
   def normalizers(self, features):
     return {"words": tf.reduce_sum(tf.cast(features["label_mask"], tf.float32))}
@@ -240,9 +232,6 @@ class NerTask(trainer.Task):
 
   def metrics(self, sums):
     return {"accuracy": sums["correct_sum"] / max(sums["words"], 1.0)}
-
-  def checkpoint_items(self, model):
-    return {"model": model, "encoder": model.encoder}
 
   def input_error(self, error):
     return f"{self.train_file}: {first_line(error)}"

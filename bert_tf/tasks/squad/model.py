@@ -38,8 +38,8 @@ from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
 from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.task import FineTuningTask
 from bert_tf.tasks.squad.data import SquadFeatures
-from bert_tf.training import trainer
 
 # The schema, declared once: name -> (shape, in training records, in evaluation records); `T` is max_seq_length.
 SQUAD_FEATURES: dict[str, tuple[str, bool, bool]] = {
@@ -244,30 +244,18 @@ def _masked_logits(logits, input_mask):
   return tf.where(input_mask > 0, logits, tf.constant(-1e9, logits.dtype))
 
 
-class SquadTask(trainer.Task):
-  """Fine-tuning a `BertSpanLabeler` with the shared trainer on a training feature file.
+class SquadTask(FineTuningTask):
+  """Fine-tuning a `BertSpanLabeler` with the shared trainer on a training feature file (`FineTuningTask`'s
+  settings).
 
   Loss: the mean over the windows of the global batch of (CE(start) + CE(end)) / 2, each a softmax over the
   window's real tokens (see the module docstring). Reported: loss, start_accuracy, end_accuracy.
   """
 
-  def __init__(self, bert_config, train_file: str, max_seq_length: int, seed: int = 12345,
-               dtype: str = "float32", dynamic_padding: bool = True, length_multiple: int = 8):
-    self.bert_config = bert_config
-    self.train_file = train_file
-    self.max_seq_length = max_seq_length
-    self.seed = seed
-    self.dtype = dtype
-    self.dynamic_padding = dynamic_padding
-    self.length_multiple = length_multiple
+  read_file = staticmethod(squad_dataset)
 
   def build_model(self):
     return BertSpanLabeler(self.bert_config, dtype=self.dtype)
-
-  def build_dataset(self, batch_size, input_context):
-    return squad_dataset(self.train_file, batch_size, self.max_seq_length, is_training=True,
-                         input_context=input_context, seed=self.seed, dynamic_padding=self.dynamic_padding,
-                         length_multiple=self.length_multiple)
 
   def normalizers(self, features):
     return {"examples": tf.reduce_sum(tf.cast(features["is_real_example"], tf.float32))}
@@ -291,9 +279,6 @@ class SquadTask(trainer.Task):
     examples = max(sums["examples"], 1.0)
     return {"start_accuracy": sums["start_correct_sum"] / examples,
             "end_accuracy": sums["end_correct_sum"] / examples}
-
-  def checkpoint_items(self, model):
-    return {"model": model, "encoder": model.encoder}
 
   def input_error(self, error):
     return f"{self.train_file}: {first_line(error)}"

@@ -197,6 +197,8 @@ class MultipleChoiceTask(PerExampleTask):
   choices against the true one, over the real examples of the global batch. Reported: loss, accuracy.
   """
 
+  read_file = staticmethod(swag_dataset)
+
   def __init__(self, bert_config, train_file: str, max_seq_length: int, seed: int = 12345,
                dtype: str = "float32", dynamic_padding: bool = True, length_multiple: int = 8):
     super().__init__(bert_config, swag.NUM_CHOICES, train_file, max_seq_length, seed=seed, dtype=dtype,
@@ -204,11 +206,6 @@ class MultipleChoiceTask(PerExampleTask):
 
   def build_model(self):
     return BertMultipleChoice(self.bert_config, dtype=self.dtype)
-
-  def build_dataset(self, batch_size, input_context):
-    return swag_dataset(self.train_file, batch_size, self.max_seq_length, is_training=True,
-                        input_context=input_context, seed=self.seed, dynamic_padding=self.dynamic_padding,
-                        length_multiple=self.length_multiple)
 
   def input_error(self, error):
     return f"{self.train_file}: {first_line(error)}"
