@@ -8,15 +8,15 @@ tests/test_packaging.py) and the tests. A task package registers its task in its
   from bert_tf import registry
 
   @registry.register_task
-  class Squad(registry.Task):
-    name = "squad"                       # scripts/run_squad.py, scripts/export_squad.py, bert-tf-run-squad
-    model_dir = "squad_model"            # the fine-tuned model's folder under --output_dir
-    settings_name = "squad.json"         # its settings file, which says whose folder it is
-    ...
+  class Swag(registry.Task, name="swag", model_dir="swag_model", settings_name="swag.json", description="SWAG model",
+             hf_class="BertForMultipleChoice", served_name="swag", exporter="export_swag"):
+    ...  # what the task does its own way (SQuAD: its export flags)
 
-That `__init__.py` must not import TensorFlow (a script's `--help` and flag errors come before TensorFlow loads):
-what needs it is imported inside the methods. `tasks()` imports every package of bert_tf.tasks, so that each
-registers itself; a task defined elsewhere registers when its module is imported.
+The class keywords set `Task`'s attributes (which say what each means; attributes in the class body do too). That
+`__init__.py` must not import TensorFlow (a script's `--help` and flag errors come before TensorFlow loads): what
+needs it is imported inside the methods (`export` imports the package's serving.py when it runs). `tasks()`
+imports every package of bert_tf.tasks, so that each registers itself; a task defined elsewhere registers when
+its module is imported.
 """
 
 from __future__ import annotations
@@ -37,6 +37,18 @@ class Task:
   description: str  # what that folder holds, in a sentence: "classifier", "SQuAD model", ...
   hf_class: str  # transformers' class of the same model (hf:<id> of one exports as this task)
   served_name: str | None  # the exported model's default name (None: the task says, e.g. a GLUE task's name)
+  exporter: str | None = None  # the function of the package's serving.py that `export` calls (None: no export)
+
+  def __init_subclass__(cls, **attributes):
+    """`class Ner(registry.Task, name="ner", ...)`: the keywords set the class attributes of the same names; a
+    keyword that names none of them is refused."""
+    super().__init_subclass__()
+    unknown = sorted(set(attributes) - set(Task.__annotations__))
+    if unknown:
+      raise TypeError(f"{cls.__qualname__}: a task has no attribute {', '.join(unknown)} (it has "
+                      f"{', '.join(Task.__annotations__)})")
+    for attribute, value in attributes.items():
+      setattr(cls, attribute, value)
 
   @classmethod
   def scripts(cls) -> tuple[str, ...]:
@@ -66,8 +78,15 @@ class Task:
     """Exports the task's model folder (or a Hugging Face model of `hf_class`: a folder or hf:<id>) to
     <export_dir>/<model_name>/<version>/ for TensorFlow Serving; returns that path. `model_name` None: the
     task's default; `flag_values`: the values of `define_export_flags`' flags; `flag` names `model_dir`'s flag
-    in messages."""
-    raise NotImplementedError(cls.name)
+    in messages.
+
+    By default `<exporter>(model_dir, export_dir, model_name, version, **flag_values)` of the task package's
+    serving.py, `model_name` None given as `served_name`."""
+    if cls.exporter is None:
+      raise NotImplementedError(f"{cls.name}: no exporter")
+    serving = importlib.import_module(f"{cls.__module__}.serving")
+    return getattr(serving, cls.exporter)(model_dir, export_dir, cls.served_name if model_name is None else model_name,
+                                          version, **flag_values)
 
 
 def register_task(cls: type[Task]) -> type[Task]:

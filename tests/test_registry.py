@@ -67,3 +67,48 @@ def test_a_second_task_of_a_name_and_a_task_missing_an_attribute_are_refused(scr
     registry.register_task(incomplete)
   with pytest.raises(ValueError, match="no task 'other_toy'; the tasks are classifier, ner, squad, swag, toy_task"):
     registry.get("other_toy")
+
+
+def test_class_keywords_set_the_attributes_and_an_unknown_one_is_refused(scratch):
+  class Keyed(registry.Task, name="keyed_toy", model_dir="keyed_model", settings_name="keyed.json",
+              description="keyed toy", hf_class="BertForToys", served_name=None):
+    pass
+
+  registry.register_task(Keyed)
+  assert (Keyed.name, Keyed.model_dir, Keyed.settings_name, Keyed.served_name, Keyed.exporter) == \
+      ("keyed_toy", "keyed_model", "keyed.json", None, None)
+  with pytest.raises(NotImplementedError, match="keyed_toy: no exporter"):
+    Keyed.export("m", "e", None, None, {}, "model_dir")
+  with pytest.raises(TypeError, match="Typo: a task has no attribute hf_clas, modeldir "):
+    type("Typo", (registry.Task,), {}, hf_clas="x", modeldir="y")
+
+
+def test_export_calls_the_exporter_of_the_package_serving_module(scratch, tmp_path, monkeypatch):
+  package = tmp_path / "toy_export_task"
+  package.mkdir()
+  (package / "__init__.py").write_text(
+      "from bert_tf import registry\n\n\n@registry.register_task\n"
+      "class ToyExport(registry.Task, name='toy_export', model_dir='toy_model', settings_name='toy.json',\n"
+      "                description='toy model', hf_class='BertForToys', served_name='toy', exporter='export_toy'):\n"
+      "  pass\n")
+  (package / "serving.py").write_text(
+      "def export_toy(model_dir, export_dir, model_name, version, **flags):\n"
+      "  return repr((model_dir, export_dir, model_name, version, flags))\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  import toy_export_task  # pylint: disable=import-outside-toplevel
+
+  task = registry.get("toy_export")
+  assert task is toy_export_task.ToyExport
+  assert task.export("m", "e", None, 3, {"n_best": 7}, "model_dir") == repr(("m", "e", "toy", 3, {"n_best": 7}))
+  assert task.export("m", "e", "mine", None, {}, "model_dir") == repr(("m", "e", "mine", None, {}))
+
+
+def test_each_task_exporter_is_a_function_of_its_serving_module():
+  """Read from the source (importing serving.py loads TensorFlow)."""
+  import ast
+
+  for task in registry.tasks():
+    path = os.path.join(REPO, *task.__module__.split("."), "serving.py")
+    with open(path, encoding="utf-8") as f:
+      functions = {node.name for node in ast.parse(f.read()).body if isinstance(node, ast.FunctionDef)}
+    assert task.exporter in functions, task.name

@@ -14,18 +14,8 @@ from bert_tf import registry
 
 
 @registry.register_task
-class Classifier(registry.Task):
-  """scripts/run_classifier.py and export_classifier.py (TensorFlow is imported only by `export`)."""
-
-  name = "classifier"
-  model_dir = "classifier"
-  settings_name = "classifier.json"
-  description = "classifier"
-  hf_class = "BertForSequenceClassification"
-  served_name = None  # the task's name in lower case (a GLUE task's, or your files' --task_name)
-
-  @classmethod
-  def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
-    from bert_tf.tasks.classification import serving
-
-    return serving.export_from_directory(model_dir, export_dir, model_name, version)
+class Classifier(registry.Task, name="classifier", model_dir="classifier", settings_name="classifier.json",
+                 description="classifier", hf_class="BertForSequenceClassification", served_name=None,
+                 exporter="export_from_directory"):
+  """scripts/run_classifier.py and export_classifier.py; the served name is the task's name in lower case (a GLUE
+  task's, or your files' --task_name)."""

@@ -15,18 +15,6 @@ from bert_tf import registry
 
 
 @registry.register_task
-class Ner(registry.Task):
-  """scripts/run_ner.py and export_ner.py (TensorFlow is imported only by `export`)."""
-
-  name = "ner"
-  model_dir = "ner_model"
-  settings_name = "ner.json"
-  description = "NER model"
-  hf_class = "BertForTokenClassification"
-  served_name = "ner"
-
-  @classmethod
-  def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
-    from bert_tf.tasks.ner import serving
-
-    return serving.export_ner(model_dir, export_dir, cls.served_name if model_name is None else model_name, version)
+class Ner(registry.Task, name="ner", model_dir="ner_model", settings_name="ner.json", description="NER model",
+          hf_class="BertForTokenClassification", served_name="ner", exporter="export_ner"):
+  """scripts/run_ner.py and export_ner.py."""

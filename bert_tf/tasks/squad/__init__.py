@@ -15,15 +15,10 @@ from bert_tf import registry
 
 
 @registry.register_task
-class Squad(registry.Task):
-  """scripts/run_squad.py and export_squad.py (TensorFlow is imported only by `export`)."""
-
-  name = "squad"
-  model_dir = "squad_model"
-  settings_name = "squad.json"
-  description = "SQuAD model"
-  hf_class = "BertForQuestionAnswering"
-  served_name = "squad"
+class Squad(registry.Task, name="squad", model_dir="squad_model", settings_name="squad.json",
+            description="SQuAD model", hf_class="BertForQuestionAnswering", served_name="squad",
+            exporter="export_squad"):
+  """scripts/run_squad.py and export_squad.py, with the answer search's flags."""
 
   @classmethod
   def define_export_flags(cls, flags):
@@ -36,12 +31,10 @@ class Squad(registry.Task):
   @classmethod
   def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
     from bert_tf.model import released
-    from bert_tf.tasks.squad import folder, serving
+    from bert_tf.tasks.squad import folder
 
     local = released.task_model_dir(model_dir)  # A Hugging Face question answerer: converted.
     if not folder.is_model_dir(local):
       raise ValueError(f"--{flag}={model_dir}: holds no {folder.SETTINGS_NAME}; give the {folder.MODEL_DIR}/ folder "
                        "of a run_squad.py --output_dir")
-    return serving.export_squad(local, export_dir, cls.served_name if model_name is None else model_name, version,
-                                flag_values["n_best_size"], flag_values["max_answer_length"],
-                                flag_values["null_score_diff_threshold"])
+    return super().export(local, export_dir, model_name, version, flag_values, flag)

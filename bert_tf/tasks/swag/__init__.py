@@ -13,19 +13,6 @@ from bert_tf import registry
 
 
 @registry.register_task
-class Swag(registry.Task):
-  """scripts/run_swag.py and export_swag.py (TensorFlow is imported only by `export`)."""
-
-  name = "swag"
-  model_dir = "swag_model"
-  settings_name = "swag.json"
-  description = "SWAG model"
-  hf_class = "BertForMultipleChoice"
-  served_name = "swag"
-
-  @classmethod
-  def export(cls, model_dir, export_dir, model_name, version, flag_values, flag):
-    from bert_tf.tasks.swag import serving
-
-    return serving.export_swag(model_dir, export_dir, cls.served_name if model_name is None else model_name,
-                               version)
+class Swag(registry.Task, name="swag", model_dir="swag_model", settings_name="swag.json", description="SWAG model",
+           hf_class="BertForMultipleChoice", served_name="swag", exporter="export_swag"):
+  """scripts/run_swag.py and export_swag.py."""
