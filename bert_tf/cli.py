@@ -11,6 +11,7 @@ import sys
 from typing import Any, Callable, Mapping
 
 from bert_tf.errors import UserError, first_line, is_disk_full
+from bert_tf.training.choices import ALL_REDUCE_ALGS, COLLECTIVE_IMPLEMENTATIONS, DTYPES, OPTIMIZERS, STRATEGIES
 
 # Exceptions that mean "the input or the flags are wrong": shown as one line, without a traceback.
 USER_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, ValueError,
@@ -91,11 +92,8 @@ def run(main: Callable[[list[str]], None]) -> None:
 
 
 # -- Flags every training script shares -------------------------------------------------------------------------
-# Spelled out here rather than imported from bert_tf.training, so that `--help` and flag errors come before
-# TensorFlow loads; tests/test_cli.py checks they equal the library's lists.
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
-DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
+# The options of bert_tf.training.run_options.RunOptions; their choices come from bert_tf.training.choices, which
+# imports no TensorFlow, so that `--help` and flag errors come before TensorFlow loads.
 
 
 def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None) -> None:
@@ -120,10 +118,11 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
                     "How to distribute: see docs/pretraining.md.")
   flags.DEFINE_integer("num_gpus", None, "GPUs to use on this machine (default: every GPU TensorFlow sees, else "
                        "the CPU; 0: the CPU). Asking for GPUs TensorFlow cannot see is refused with the reason.")
-  flags.DEFINE_enum("all_reduce_alg", None, ["nccl", "hierarchical_copy", "ring"], "mirrored: how replicas sum "
-                    "gradients (default: MirroredStrategy's, NCCL between GPUs).")
-  flags.DEFINE_enum("collective_implementation", "auto", ["auto", "nccl", "ring"], "multi_worker_mirrored: the "
-                    "all-reduce between workers (auto: NCCL when the workers have GPUs, else ring over gRPC).")
+  flags.DEFINE_enum("all_reduce_alg", None, list(ALL_REDUCE_ALGS),
+                    "mirrored: how replicas sum gradients (default: MirroredStrategy's, NCCL between GPUs).")
+  flags.DEFINE_enum("collective_implementation", "auto", list(COLLECTIVE_IMPLEMENTATIONS),
+                    "multi_worker_mirrored: the all-reduce between workers (auto: NCCL when the workers have GPUs, "
+                    "else ring over gRPC).")
   flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
                     "AdamW as google-research's (no bias correction), AdamW with Adam's bias correction (as "
                     "torch.optim.AdamW and the TF Model Garden), or LAMB.")
@@ -466,8 +465,9 @@ def run_finetuning(run: Callable[[], dict], output_dir: str) -> dict:
 
 
 def training_flag_values(flag_values=None) -> dict:
-  """The values of `define_training_flags`' flags as the config fields of the same names, with google-research's
-  aliases resolved (--use_tpu, --iterations_per_loop); raises ValueError when an alias contradicts a flag."""
+  """The values of `define_training_flags`' flags as the `RunOptions` fields of the same names (every field but
+  --seed and --keep_checkpoint_max, which scripts define with their own help), with google-research's aliases
+  resolved (--use_tpu, --iterations_per_loop); raises ValueError when an alias contradicts a flag."""
   from absl import flags
 
   FLAGS = flags.FLAGS if flag_values is None else flag_values  # pylint: disable=invalid-name

@@ -52,6 +52,12 @@ class MainJobConfig:
   # Compute precision of pretraining and fine-tuning (bench/bench_mixed_precision.py compares the three).
   dtype: str = "float32"
 
+  def run_options(self, log_steps: int) -> dict:
+    """The run options (bert_tf.training.run_options.RunOptions fields) of both training stages: one device,
+    the job's seed and dtype, a loop and a progress line every `log_steps` updates."""
+    return dict(distribution_strategy="one_device", seed=self.random_seed, dtype=self.dtype,
+                steps_per_loop=log_steps, log_steps=log_steps)
+
 
 def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Callable[[str], None]) -> dict:
   from bert_tf.config import BertConfig
@@ -64,9 +70,7 @@ def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Call
       max_seq_length=config.max_seq_length, max_predictions_per_seq=config.max_predictions_per_seq,
       train_batch_size=config.pretrain_batch_size, learning_rate=config.pretrain_learning_rate,
       num_train_steps=config.pretrain_steps, num_warmup_steps=config.pretrain_warmup_steps,
-      save_checkpoints_steps=config.pretrain_steps, steps_per_loop=config.pretrain_log_steps,
-      log_steps=config.pretrain_log_steps, distribution_strategy="one_device", seed=config.random_seed,
-      dtype=config.dtype)
+      save_checkpoints_steps=config.pretrain_steps, **config.run_options(config.pretrain_log_steps))
   result = pretraining.run_pretraining(run_config)
   first, last = result.history[0], result.history[-1]
   for name in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"):
@@ -107,9 +111,7 @@ def _finetune(config: MainJobConfig, vocab_file: str, pretrained_dir: str, say: 
   ft = finetuning.FinetuningConfig(
       output_dir=output_dir, bert_config=bert_config, init_checkpoint=pretrained_dir,
       train_batch_size=config.finetune_batch_size, learning_rate=config.finetune_learning_rate,
-      num_train_epochs=config.finetune_epochs, steps_per_loop=config.finetune_log_steps,
-      log_steps=config.finetune_log_steps, distribution_strategy="one_device", seed=config.random_seed,
-      dtype=config.dtype)
+      num_train_epochs=config.finetune_epochs, **config.run_options(config.finetune_log_steps))
   task = classification.ClassificationTask(bert_config, len(labels), files["train"].path, seq, seed=ft.seed,
                                            dtype=config.dtype)
   strategy = ft.strategy()

@@ -1,10 +1,12 @@
 """The shared training flags of the scripts (bert_tf/cli.py)."""
 
+import dataclasses
+
 import pytest
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.training import distribute, optimization, trainer
+from bert_tf.training import distribute, optimization, run_options, trainer
 
 
 def parsed(*argv):
@@ -15,12 +17,18 @@ def parsed(*argv):
 
 
 def test_choices_are_the_library_ones():
-  assert cli.STRATEGIES == tuple(distribute.STRATEGIES)
-  assert cli.OPTIMIZERS == tuple(optimization.OPTIMIZERS)
-  assert cli.DTYPES == tuple(trainer.DTYPES)
   parsed_values = parsed()
-  assert parsed_values["all_reduce_alg"].parser.enum_values == list(distribute.ALL_REDUCE_ALGS)
-  assert parsed_values["collective_implementation"].parser.enum_values == list(distribute.COLLECTIVE_IMPLEMENTATIONS)
+  for flag, choices in (("distribution_strategy", distribute.STRATEGIES), ("optimizer", optimization.OPTIMIZERS),
+                        ("dtype", trainer.DTYPES), ("all_reduce_alg", distribute.ALL_REDUCE_ALGS),
+                        ("collective_implementation", distribute.COLLECTIVE_IMPLEMENTATIONS)):
+    assert parsed_values[flag].parser.enum_values == list(choices), flag
+
+
+def test_the_flags_values_are_the_run_options_but_seed_and_keep_checkpoint_max():
+  """Scripts define --seed (and run_pretraining.py --keep_checkpoint_max) with their own help."""
+  fields = {f.name for f in dataclasses.fields(run_options.RunOptions)}
+  assert fields - set(cli.training_flag_values(parsed())) == {"seed", "keep_checkpoint_max"}
+  assert set(cli.training_flag_values(parsed())) <= fields
 
 
 def test_defaults_become_config_fields():

@@ -1,5 +1,7 @@
 """Training: the shared trainer and BERT pretraining under tf.distribute.
 
+  run_options    RunOptions: strategy, devices, precision, XLA, accumulation, cadence (every training config's)
+  choices        the choices of those flags, without TensorFlow (the scripts define their flags from them)
   optimization   AdamWeightDecay (google-research's AdamW), Lamb, the warmup + linear-decay schedule
   distribute     get_strategy: one_device, mirrored, multi_worker_mirrored, tpu
   inputs         the pretraining input pipeline over sharded TFRecords; in-graph dynamic masking

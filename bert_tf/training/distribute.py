@@ -19,12 +19,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-# --all_reduce_alg (mirrored): how replicas on one machine sum their gradients. None: MirroredStrategy's own choice
-# (NCCL between GPUs, a reduction to one device between CPU devices). The TF Model Garden's flag, plus ring.
-ALL_REDUCE_ALGS = ("nccl", "hierarchical_copy", "ring")
-# --collective_implementation (multi_worker_mirrored): auto = NCCL when this worker has GPUs, else ring over gRPC.
-COLLECTIVE_IMPLEMENTATIONS = ("auto", "nccl", "ring")
+from bert_tf.training.choices import ALL_REDUCE_ALGS, COLLECTIVE_IMPLEMENTATIONS, STRATEGIES
+
 GPU_INSTALL = "pip install '.[gpu]' (TensorFlow with its CUDA libraries: tensorflow[and-cuda]==2.20.0)"
 
 

@@ -24,16 +24,16 @@ from bert_tf.config import BertConfig
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute, optimization, run_identity, trainer
 from bert_tf.training.evaluation import RESULT_KEYS, Evaluation
+from bert_tf.training.run_options import RunOptions
 
-DTYPES = trainer.DTYPES
 # The keys evaluation while training adds to a run's results; every task's run copies them into eval_results.
 EVALUATION_KEYS = RESULT_KEYS
 
 
 @dataclasses.dataclass
-class FinetuningConfig:
+class FinetuningConfig(RunOptions):
   """The settings every fine-tuning run shares; field names are the scripts' flags (google-research's where it
-  had them)."""
+  had them). The run options (strategy, devices, precision, cadence: `RunOptions`) are keyword-only."""
 
   output_dir: str
   bert_config: BertConfig
@@ -44,36 +44,20 @@ class FinetuningConfig:
   learning_rate: float = 5e-5
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 1
-  steps_per_loop: int = 50
-  log_steps: int = 50
-  distribution_strategy: str = "mirrored"
-  num_gpus: int | None = None  # None: every GPU TensorFlow sees, else the CPU; 0: the CPU
-  all_reduce_alg: str | None = None  # mirrored: distribute.ALL_REDUCE_ALGS; None: MirroredStrategy's default
-  collective_implementation: str = "auto"  # multi_worker_mirrored: distribute.COLLECTIVE_IMPLEMENTATIONS
-  tpu_name: str | None = None
-  tpu_zone: str | None = None
-  gcp_project: str | None = None
-  optimizer: str = "adamw"
-  dtype: str = "float32"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
-  seed: int = 12345
+  # Fine-tuning keeps one training checkpoint (the model folder holds the result) and logs more often.
+  keep_checkpoint_max: int = dataclasses.field(default=1, kw_only=True)
+  steps_per_loop: int = dataclasses.field(default=50, kw_only=True)
+  log_steps: int = dataclasses.field(default=50, kw_only=True)
   # Evaluation while training (bert_tf/training/evaluation.py): every this many steps and at the end; 0: off.
   eval_every_steps: int = 0
   keep_best_checkpoint: bool = False  # save and export the best evaluated weights, not the last
   metric_for_best: str | None = None  # None: the task's headline metric
   early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0: never
-  # Start over: remove what earlier runs wrote in output_dir (run_identity.start_over); else a rerun resumes, and
-  # one with other weight-defining settings is refused (run_identity.start_run).
-  overwrite_output_dir: bool = False
 
   def validate(self) -> None:
     """Checks that need no devices; raises ValueError naming the flag and the fix."""
     run_identity.check_output_dir(self.output_dir)
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
-                 "keep_checkpoint_max", "steps_per_loop", "log_steps", "gradient_accumulation_steps"):
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
       if getattr(self, name) < 1:
         raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
     for name in ("eval_every_steps", "early_stopping_patience"):
@@ -89,7 +73,9 @@ class FinetuningConfig:
       raise ValueError(f"--num_train_epochs={self.num_train_epochs}: must be > 0")
     if not 0 <= self.warmup_proportion <= 1:
       raise ValueError(f"--warmup_proportion={self.warmup_proportion}: must be in [0, 1]")
-    trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
+    if self.learning_rate <= 0:
+      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
+    self.check_run_options()
 
   def train_steps(self, num_train_examples: int) -> tuple[int, int]:
     """(optimizer steps, warmup steps) for `num_train_examples` examples: google-research's arithmetic,
@@ -106,10 +92,6 @@ class FinetuningConfig:
       raise ValueError("--eval_every_steps evaluates on the dev split while training: pass --do_train and --do_eval")
     if self.metric_for_best is not None and self.metric_for_best not in metric_names:
       raise ValueError(f"--metric_for_best={self.metric_for_best}: this task reports {', '.join(metric_names)}")
-
-  def strategy(self) -> tf.distribute.Strategy:
-    return distribute.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu_name, self.tpu_zone,
-                                   self.gcp_project, self.all_reduce_alg, self.collective_implementation)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -192,7 +174,7 @@ def init_encoder(encoder, path: str, config_source: str | None = None, model=Non
                  head: tuple[str, dict] | None = None) -> str:
   """Loads pretrained weights into `encoder` from any form users have; returns a description of the source.
 
-  Accepts what `handoff.resolve_checkpoint` does (a pretraining checkpoint or output dir, encoder_checkpoint/,
+  Accepts what `checkpoints.resolve_checkpoint` does (a pretraining checkpoint or output dir, encoder_checkpoint/,
   encoder_savedmodel/, a directory written by scripts/convert_checkpoint.py, any task's fine-tuned model folder),
   a released model by name (`hf:<model id>`, `keras_hub:<preset>`: bert_tf.model.released), and also, converted
   in memory: a google-research (TF1) checkpoint such as `uncased_L-12_H-768_A-12/bert_model.ckpt`, and a Hugging
@@ -201,7 +183,7 @@ def init_encoder(encoder, path: str, config_source: str | None = None, model=Non
 
   From a fine-tuned model's folder, `model` (whose `.encoder` is `encoder`) also takes the folder's task head when
   `head` = (the task's settings file name, settings that must match, e.g. {"labels": [...]}) fits it
-  (`handoff.task_head_mismatch`): SQuAD v1.1 then v2.0, say.
+  (`checkpoints.task_head_mismatch`): SQuAD v1.1 then v2.0, say.
   """
   from bert_tf.model import convert, released
 
@@ -251,7 +233,7 @@ def check_init_checkpoint(path: str, bert_config: BertConfig, config_source: str
 def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -> BertConfig:
   """--bert_config_file, else the bert_config.json (or a Hugging Face config.json) beside --init_checkpoint.
 
-  --init_checkpoint is checked first (`handoff.check_checkpoint_path`: a path that does not exist, an empty
+  --init_checkpoint is checked first (`checkpoints.check_checkpoint_path`: a path that does not exist, an empty
   folder, a file that is not a checkpoint), whichever gives the config; then ValueError when neither flag gives
   one, naming what to pass."""
   from bert_tf.model import convert, released
@@ -279,7 +261,7 @@ def bert_config_for(bert_config_file: str | None, init_checkpoint: str | None) -
 
 
 def vocab_file_for(vocab_file: str | None, init_checkpoint: str | None) -> str:
-  """--vocab_file, else the vocab.txt that comes with --init_checkpoint (`handoff.find_vocab`: a converted,
+  """--vocab_file, else the vocab.txt that comes with --init_checkpoint (`checkpoints.find_vocab`: a converted,
   Hugging Face or fine-tuned model's folder, hf:<id>, ...), logged; ValueError when there is neither. A given
   --vocab_file is used as it is (the tasks check that it fits the model)."""
   if vocab_file:

@@ -28,11 +28,13 @@ import os
 import keras
 import tensorflow as tf
 
-# "adamw_bias_corrected": AdamW with Adam's bias correction exactly as torch.optim.AdamW (and so Hugging Face)
-# computes it; the TF Model Garden's Keras AdamW differs only in adding epsilon before the correction. Without the
-# correction (google-research) early updates are larger: at step t the update is
-# (1 - beta_1^t) / sqrt(1 - beta_2^t) times the corrected one, 5.3x at step 34, 1.8x at step 343.
-OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
+from bert_tf.training.choices import OPTIMIZERS
+
+# OPTIMIZERS (--optimizer's choices): "adamw_bias_corrected" is AdamW with Adam's bias correction exactly as
+# torch.optim.AdamW (and so Hugging Face) computes it; the TF Model Garden's Keras AdamW differs only in adding
+# epsilon before the correction. Without the correction (google-research) early updates are larger: at step t the
+# update is (1 - beta_1^t) / sqrt(1 - beta_2^t) times the corrected one, 5.3x at step 34, 1.8x at step 343.
+
 # mixed_float16: finite updates in a row after which the dynamic loss scale doubles (Keras' own default), unless
 # the environment variable below says otherwise (read by `create_optimizer`, so every script honours it).
 LOSS_SCALE_GROWTH_STEPS = 2000

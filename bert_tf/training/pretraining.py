@@ -27,14 +27,16 @@ from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute, evaluation, inputs, optimization, run_identity, run_lock, trainer
+from bert_tf.training.run_options import RunOptions
 
-DTYPES = trainer.DTYPES
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
 
 
 @dataclasses.dataclass
-class PretrainingConfig:
-  """One pretraining run; field names are the script's flags (google-research's where it had them)."""
+class PretrainingConfig(RunOptions):
+  """One pretraining run; field names are the script's flags (google-research's where it had them). The run
+  options (strategy, devices, precision, cadence: `RunOptions`, whose defaults are pretraining's) are
+  keyword-only."""
 
   input_file: str
   output_dir: str
@@ -47,25 +49,9 @@ class PretrainingConfig:
   learning_rate: float = 1e-4
   num_train_steps: int = 100000
   num_warmup_steps: int = 10000
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  steps_per_loop: int = 100
-  log_steps: int = 100
-  distribution_strategy: str = "mirrored"
-  num_gpus: int | None = None  # None: every GPU TensorFlow sees, else the CPU; 0: the CPU
-  all_reduce_alg: str | None = None  # mirrored: distribute.ALL_REDUCE_ALGS; None: MirroredStrategy's default
-  collective_implementation: str = "auto"  # multi_worker_mirrored: distribute.COLLECTIVE_IMPLEMENTATIONS
-  tpu_name: str | None = None
-  tpu_zone: str | None = None
-  gcp_project: str | None = None
-  optimizer: str = "adamw"
-  dtype: str = "float32"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
   dynamic_masking: bool = False
   do_whole_word_mask: bool = False  # with dynamic_masking: mask a word's "##" pieces together
   vocab_file: str | None = None
-  seed: int = 12345
   export_encoder: bool = True
   # With dynamic_masking: the shares of the chosen positions replaced by [MASK] and by a random token (the rest
   # keep theirs); google-research's 80/10/10 by default (the paper's Table 8 varies them).
@@ -84,9 +70,6 @@ class PretrainingConfig:
   eval_batch_size: int = 8
   max_eval_steps: int = 100
   eval_every_steps: int = 0  # also evaluate every this many steps during training (0: never)
-  # Start over: remove what earlier runs wrote in output_dir (run_identity.start_over); else a rerun resumes, and
-  # one with other weight-defining settings is refused (run_identity.start_run).
-  overwrite_output_dir: bool = False
 
   def validate(self) -> None:
     """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
@@ -115,7 +98,9 @@ class PretrainingConfig:
     if not 0 <= self.num_warmup_steps <= self.num_train_steps:
       raise ValueError(f"--num_warmup_steps={self.num_warmup_steps}: must be in [0, --num_train_steps="
                        f"{self.num_train_steps}]")
-    trainer.check_run_flags(self.dtype, self.distribution_strategy, self.optimizer, self.learning_rate, self.seed)
+    if self.learning_rate <= 0:
+      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
+    self.check_run_options()
     if self.dynamic_masking and not self.vocab_file:
       raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
     check_masking_rates(self.mask_token_rate, self.random_token_rate)
@@ -410,9 +395,7 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
   if not config.do_train:
     return _evaluate_latest(config, masking)
   if strategy is None:
-    strategy = distribute.get_strategy(config.distribution_strategy, config.num_gpus, config.tpu_name,
-                                       config.tpu_zone, config.gcp_project, config.all_reduce_alg,
-                                       config.collective_implementation)
+    strategy = config.strategy()
   # One run per output directory; taken after the inputs were checked, so bad input writes nothing.
   with run_lock.RunLock(config.output_dir, enabled=distribute.is_chief(strategy)):
     return _pretrain(config, strategy, masking, trainer_cls)

@@ -49,7 +49,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, first_line
-from bert_tf.training import checkpointing, distribute, optimization
+from bert_tf.training import checkpointing, choices, distribute, optimization
 from bert_tf.training.evaluation import EvalTracker, Evaluation
 
 
@@ -90,24 +90,7 @@ class Task:
     return first_line(error)
 
 
-DTYPES = ("float32", "mixed_float16", "mixed_bfloat16")
-
-
-def check_run_flags(dtype: str, distribution_strategy: str, optimizer: str, learning_rate: float, seed: int) -> None:
-  """The flag checks every training script shares (pretraining and each fine-tuning task); raises ValueError
-  naming the flag and the fix."""
-  if learning_rate <= 0:
-    raise ValueError(f"--learning_rate={learning_rate}: must be > 0")
-  if dtype not in DTYPES:
-    raise ValueError(f"--dtype={dtype!r}: choose one of {DTYPES}")
-  if dtype == "mixed_float16" and distribution_strategy == "tpu":
-    raise ValueError("--dtype=mixed_float16 on TPU: TPUs compute in bfloat16; use --dtype=mixed_bfloat16")
-  if optimizer not in optimization.OPTIMIZERS:
-    raise ValueError(f"--optimizer={optimizer!r}: choose one of {optimization.OPTIMIZERS}")
-  if distribution_strategy not in distribute.STRATEGIES:
-    raise ValueError(f"--distribution_strategy={distribution_strategy!r}: choose one of {distribute.STRATEGIES}")
-  if seed < 0:
-    raise ValueError(f"--seed={seed}: must be >= 0")
+DTYPES = choices.DTYPES  # the Keras dtype policies a model may have (--dtype)
 
 
 @dataclasses.dataclass
