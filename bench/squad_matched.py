@@ -130,7 +130,7 @@ def run_ours(args, files: dict, order: list[list[int]], head_file: str, ours_dir
   inputs = squad_run.read_inputs(config, print)
   tokenizer = FullTokenizer(config.vocab_file, do_lower_case=True)
   examples = list(inputs["train"].examples)
-  random.Random(squad_run.SHUFFLE_SEED).shuffle(examples)  # as squad_run.train does
+  random.Random(squad_run.SHUFFLE_SEED).shuffle(examples)  # as SquadRun.training does
   # pylint: disable-next=protected-access
   info, _ = squad_run._feature_file(config, config.train_file, examples, tokenizer, True, print)
   keras.utils.set_random_seed(args.seed)

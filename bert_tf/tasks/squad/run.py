@@ -21,6 +21,8 @@ SQuAD v2.0 threshold: with --do_eval, the official best-threshold search runs on
 (`evaluate-v2.0.py --na-prob-file null_odds.json`, over every question's best non-null answer: see `evaluate`);
 its best_f1_thresh is written into the evaluated model's squad.json, so a later --do_predict with that model
 answers at it (an explicit --null_score_diff_threshold wins).
+
+The run's sequence is the shared driver's (`driver.run_finetuning`); `SquadRun` gives SQuAD's hooks.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad import metrics as squad_metrics
-from bert_tf.tasks.squad import model as sf
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad.folder import (
   MODEL_DIR,
@@ -50,7 +52,7 @@ from bert_tf.tasks.squad.folder import (
   save_model,
   write_threshold,
 )
-from bert_tf.training import distribute, finetuning, run_identity
+from bert_tf.training import driver, finetuning, run_identity
 
 # google-research's run_squad.py shuffles the training examples with this seed before making features.
 SHUFFLE_SEED = 12345
@@ -152,9 +154,9 @@ def read_inputs(config: SquadConfig, say: Callable[[str], None] = logging.info) 
 
 def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_training: bool, say):
   """(the cached feature file of `examples`, the windows when made or `is_training` is False, else None)."""
-  target = sf.feature_file_path(config.features_dir, path, config.vocab_file, is_training,
-                                config.version_2_with_negative, config.do_lower_case, config.max_seq_length,
-                                config.doc_stride, config.max_query_length)
+  target = squad_model.feature_file_path(config.features_dir, path, config.vocab_file, is_training,
+                                         config.version_2_with_negative, config.do_lower_case,
+                                         config.max_seq_length, config.doc_stride, config.max_query_length)
   # Evaluation windows shortest first (stable): batches of similar lengths, so dynamic padding leaves little
   # padding to compute. Post-processing groups windows by question, so their order does not matter there. They
   # are labelled from the gold answers where the file has them (`with_gold_positions`): the evaluation loss.
@@ -162,7 +164,7 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
       squad.with_gold_positions(examples, config.version_2_with_negative), tokenizer, False, config.max_seq_length,
       config.doc_stride, config.max_query_length), key=lambda window: sum(window.input_mask))
   start = time.perf_counter()
-  info, reused = sf.cached_feature_file(
+  info, reused = squad_model.cached_feature_file(
       target, lambda: windows if windows is not None else squad.convert_examples_to_features(
           examples, tokenizer, True, config.max_seq_length, config.doc_stride, config.max_query_length),
       is_training)
@@ -175,38 +177,7 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
   return info, windows
 
 
-# -- The fine-tuned model -------------------------------------------------------------------------------------
-
-
-def _settings(config: SquadConfig, threshold: float) -> dict:
-  return {"max_seq_length": config.max_seq_length, "doc_stride": config.doc_stride,
-          "max_query_length": config.max_query_length, "do_lower_case": config.do_lower_case,
-          "version_2_with_negative": config.version_2_with_negative, "null_score_diff_threshold": threshold}
-
-
-# -- Steps ----------------------------------------------------------------------------------------------------
-
-
-def train(config: SquadConfig, examples: list, strategy, tokenizer, say,
-          evaluate: Callable | None = None) -> tuple[object, dict]:
-  """Fine-tunes on `examples` (shuffled with google-research's seed), evaluating with `evaluate(model)` while
-  training under --eval_every_steps; -> (the model or None when interrupted, a summary)."""
-  ft = config.finetuning
-  examples = list(examples)
-  random.Random(SHUFFLE_SEED).shuffle(examples)
-  info, _ = _feature_file(config, config.train_file, examples, tokenizer, True, say)
-  task = sf.SquadTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-                      dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-  start = time.perf_counter()
-  # google-research's step arithmetic: examples (questions), not windows, per epoch.
-  run, result = finetuning.train(task, ft, len(examples), strategy, config_source=config.config_source,
-                                 evaluate=evaluate, headline_metric=config.metric_names[0], head=(SETTINGS_NAME, {}))
-  seconds = finetuning.training_seconds(result, time.perf_counter() - start)
-  if result.interrupted:
-    return None, {"interrupted": True, "exit_code": result.exit_code}
-  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
-  return run.model, {"train_examples": len(examples), "train_windows": info.num_features,
-                     "train_steps": result.step, "train_seconds": round(seconds, 2), **(result.evaluation or {})}
+# -- Prediction and evaluation --------------------------------------------------------------------------------
 
 
 def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, threshold: float,
@@ -218,9 +189,9 @@ def predict(model, config: SquadConfig, examples: list, strategy, tokenizer, thr
   if "features" not in kept:
     kept["features"] = _feature_file(config, config.predict_file, examples, tokenizer, False, say)
   if kept.get("model") is not model:
-    kept.update(model=model, outputs=sf.squad_predictions(model, config.max_seq_length))
+    kept.update(model=model, outputs=squad_model.squad_predictions(model, config.max_seq_length))
   info, windows = kept["features"]
-  dataset = sf.squad_dataset(
+  dataset = squad_model.squad_dataset(
       info.path, finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy),
       config.max_seq_length, is_training=False, dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
       length_multiple=config.length_multiple)
@@ -242,7 +213,7 @@ def eval_loss(config: SquadConfig, windows: list, logits) -> float | None:
   labelled = np.array([w.start_position is not None for w in windows], np.int32)
   if not labelled.any():
     return None
-  task = sf.SquadTask(config.finetuning.bert_config, None, config.max_seq_length)
+  task = squad_model.SquadTask(config.finetuning.bert_config, None, config.max_seq_length)
   features = {"is_real_example": labelled, "input_mask": np.array([w.input_mask for w in windows], np.int32)}
   for side in ("start", "end"):
     features[f"{side}_positions"] = np.array([getattr(w, f"{side}_position") or 0 for w in windows], np.int32)
@@ -267,108 +238,99 @@ def evaluate(config: SquadConfig, predictions: squad_postprocess.Predictions) ->
   return values
 
 
-def write_eval_results(output_dir: str, values: dict) -> None:
-  lines = finetuning.results_text(values)
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.txt"), lines)
-  fileio.write_text_atomic(os.path.join(output_dir, "eval_results.json"), json.dumps(values, indent=2) + "\n")
+# -- The task's hooks on the driver ---------------------------------------------------------------------------
 
 
-# -- What a run is --------------------------------------------------------------------------------------------
+class SquadRun(driver.TaskRun):
+  """SQuAD's hooks on `driver.run_finetuning` (see the module docstring). `stored` is the null_score_diff_threshold
+  of the model's squad.json: --null_score_diff_threshold (else 0.0) when training, the loaded folder's otherwise;
+  predictions use it unless the flag is given."""
 
-# What a run writes in its output dir besides run_identity.COMMON_OUTPUTS and squad_model/.
-_OUTPUTS = (squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE, squad_postprocess.NULL_ODDS_FILE)
+  label = "SQuAD"
+  model_dir = MODEL_DIR
+  outputs = (squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE, squad_postprocess.NULL_ODDS_FILE)
 
+  def __init__(self, config: SquadConfig):
+    super().__init__(config)
+    self.stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD
 
-def run_identity_of(config: SquadConfig) -> run_identity.RunIdentity:
-  """What defines a training run (`run_identity`): the training file's content, SQuAD's version, the window
-  sizes, casing, vocabulary and the fine-tuning settings that shape the weights (not the prediction settings:
-  n_best_size, max_answer_length, the threshold)."""
-  settings = {"train_file": run_identity.file_entry(config.train_file),
-              "version_2_with_negative": config.version_2_with_negative, "max_seq_length": config.max_seq_length,
-              "doc_stride": config.doc_stride, "max_query_length": config.max_query_length,
-              "do_lower_case": config.do_lower_case, "vocab_file": run_identity.file_entry(config.vocab_file),
-              **run_identity.finetuning_settings(config.finetuning)}
-  return run_identity.RunIdentity("squad", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
+  def read_inputs(self, say) -> None:
+    self.inputs = read_inputs(self.config, say)
 
+  def metric_names(self) -> tuple[str, ...]:
+    return self.config.metric_names
 
-# -- The script's entry point ---------------------------------------------------------------------------------
+  def run_identity(self) -> run_identity.RunIdentity:
+    """The training file's content, SQuAD's version, the window sizes, casing, vocabulary and the fine-tuning
+    settings that shape the weights (not the prediction settings: n_best_size, max_answer_length, the
+    threshold)."""
+    config = self.config
+    settings = {"train_file": run_identity.file_entry(config.train_file),
+                "version_2_with_negative": config.version_2_with_negative, "max_seq_length": config.max_seq_length,
+                "doc_stride": config.doc_stride, "max_query_length": config.max_query_length,
+                "do_lower_case": config.do_lower_case, "vocab_file": run_identity.file_entry(config.vocab_file),
+                **run_identity.finetuning_settings(config.finetuning)}
+    return run_identity.RunIdentity("squad", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
 
+  def training(self, context) -> driver.Training:
+    """The training windows of the examples shuffled with google-research's seed."""
+    config, ft = self.config, self.ft
+    if config.null_score_diff_threshold is not None:
+      self.stored = config.null_score_diff_threshold
+    examples = list(self.inputs["train"].examples)
+    random.Random(SHUFFLE_SEED).shuffle(examples)
+    info, _ = _feature_file(config, config.train_file, examples, context.tokenizer, True, context.say)
+    task = squad_model.SquadTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+                                 dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+    # google-research's step arithmetic: examples (questions), not windows, per epoch.
+    return driver.Training(task, len(examples), head=(SETTINGS_NAME, {}), unit="windows",
+                           facts={"train_examples": len(examples), "train_windows": info.num_features})
 
-def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = None,
-              say: Callable[[str], None] = logging.info) -> dict:
-  """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
-  any work: the flags and the vocabulary against the BERT config, then the JSON files."""
-  from bert_tf.data.tokenization import FullTokenizer
+  def _predict(self, model, threshold: float, context) -> tuple[squad_postprocess.Predictions, float | None]:
+    # context.kept: predict_file's features and the compiled model, for every prediction of this run
+    return predict(model, self.config, self.inputs["predict"].examples, context.strategy, context.tokenizer,
+                   threshold, context.say, context.kept)
 
-  config.validate()
-  inputs = read_inputs(config, say)
-  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-    ft = config.finetuning
-    run_identity.start_run(config.output_dir, run_identity_of(config), ft.overwrite_output_dir,
-                           outputs=_OUTPUTS, model_dirs=(MODEL_DIR,),
-                           inputs=(ft.init_checkpoint, config.vocab_file, config.train_file), say=say)
-  strategy = strategy or config.finetuning.strategy()
-  config.check_init_checkpoint()  # before any feature file is written
-  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-  tf.io.gfile.makedirs(config.output_dir)
-  chief = distribute.is_chief(strategy)
-  summary: dict = {"output_dir": config.output_dir}
-  kept: dict = {}  # predict_file's features and the compiled model, for every prediction of this run
-  if config.do_train:
-    import keras
+  def evaluate_while_training(self, model, context) -> dict:  # the official metrics on predict_file, and the loss
+    predictions, loss = self._predict(model, self.stored, context)
+    return {**evaluate(self.config, predictions), finetuning.LOSS: loss}
 
-    keras.utils.set_random_seed(config.finetuning.seed)
-    stored = squad_postprocess.NULL_SCORE_DIFF_THRESHOLD if config.null_score_diff_threshold is None \
-        else config.null_score_diff_threshold
+  def save(self, model, directory: str, context) -> None:
+    config = self.config
+    settings = {"max_seq_length": config.max_seq_length, "doc_stride": config.doc_stride,
+                "max_query_length": config.max_query_length, "do_lower_case": config.do_lower_case,
+                "version_2_with_negative": config.version_2_with_negative, "null_score_diff_threshold": self.stored}
+    save_model(model, settings, config.vocab_file, directory)
 
-    def evaluate_dev(model):  # while training: the official metrics on predict_file, and the loss
-      predictions, loss = predict(model, config, inputs["predict"].examples, strategy, tokenizer, stored, say, kept)
-      return {**evaluate(config, predictions), finetuning.LOSS: loss}
+  def load(self, directory: str, context):
+    self.stored = float(read_settings(directory).get("null_score_diff_threshold",
+                                                     squad_postprocess.NULL_SCORE_DIFF_THRESHOLD))
+    return load_model(directory)
 
-    model, trained = train(config, inputs["train"].examples, strategy, tokenizer, say, evaluate_dev)
-    summary.update(trained)
-    if model is None:
-      return summary
-    model_dir = os.path.join(config.output_dir, MODEL_DIR)
+  def evaluate(self, model, model_dir: str, context) -> None:  # --do_eval predicts predict_file, in the same pass
+    self._predict_and_evaluate(model, model_dir, context)
+
+  def predict(self, model, model_dir: str, context) -> None:
+    if not self.config.do_eval:  # with --do_eval, `evaluate` wrote the predictions already
+      self._predict_and_evaluate(model, model_dir, context)
+
+  def _predict_and_evaluate(self, model, model_dir: str, context) -> None:
+    """--do_predict / --do_eval: the answers, their files, the official metrics and the stored threshold; adds
+    what it did to `context.summary`."""
+    config, summary, say, chief = self.config, context.summary, context.say, context.chief
+    threshold = self.stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
+    start = time.perf_counter()
+    predictions, loss = self._predict(model, threshold, context)
+    seconds = time.perf_counter() - start
+    summary.update(predict_examples=len(predictions.predictions), predict_seconds=round(seconds, 2))
+    if config.version_2_with_negative:
+      summary["null_score_diff_threshold"] = threshold
     if chief:
-      save_model(model, _settings(config, stored), config.vocab_file, model_dir)
-      say(f"saved the fine-tuned model to {model_dir}")
-  else:
-    model_dir = config.finetuning.init_checkpoint.rstrip("/")
-    with strategy.scope():
-      model = load_model(model_dir)
-    stored = float(read_settings(model_dir).get("null_score_diff_threshold",
-                                                squad_postprocess.NULL_SCORE_DIFF_THRESHOLD))
-  summary["model_dir"] = model_dir
-  if config.predicting:
-    _predict_and_evaluate(config, model, model_dir, stored, inputs, strategy, tokenizer, chief, summary, say, kept)
-  if config.export_dir and chief:
-    from bert_tf.tasks.squad import serving as squad_serving
-
-    summary["export"] = squad_serving.export_squad(model_dir, config.export_dir, config.model_name,
-                                                   n_best_size=config.n_best_size,
-                                                   max_answer_length=config.max_answer_length,
-                                                   null_score_diff_threshold=config.null_score_diff_threshold)
-    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
-  return summary
-
-
-def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: float, inputs: dict, strategy,
-                          tokenizer, chief: bool, summary: dict, say, kept: dict) -> None:
-  """--do_predict / --do_eval: the answers, their files, the official metrics and the stored threshold; adds
-  what it did to `summary`."""
-  threshold = stored if config.null_score_diff_threshold is None else config.null_score_diff_threshold
-  start = time.perf_counter()
-  predictions, loss = predict(model, config, inputs["predict"].examples, strategy, tokenizer, threshold, say, kept)
-  seconds = time.perf_counter() - start
-  summary.update(predict_examples=len(predictions.predictions), predict_seconds=round(seconds, 2))
-  if config.version_2_with_negative:
-    summary["null_score_diff_threshold"] = threshold
-  if chief:
-    summary["predictions"] = squad_postprocess.write_predictions(predictions, config.output_dir)
-    say(f"{len(predictions.predictions)} answers -> {summary['predictions'][squad_postprocess.PREDICTIONS_FILE]}"
-        + (f" (null_score_diff_threshold {threshold:g})" if config.version_2_with_negative else ""))
-  if config.do_eval:
+      summary["predictions"] = squad_postprocess.write_predictions(predictions, config.output_dir)
+      say(f"{len(predictions.predictions)} answers -> {summary['predictions'][squad_postprocess.PREDICTIONS_FILE]}"
+          + (f" (null_score_diff_threshold {threshold:g})" if config.version_2_with_negative else ""))
+    if not config.do_eval:
+      return
     values = evaluate(config, predictions)
     if config.version_2_with_negative:
       values["null_score_diff_threshold"] = threshold
@@ -378,11 +340,27 @@ def _predict_and_evaluate(config: SquadConfig, model, model_dir: str, stored: fl
             "later predictions with this model use it")
     if loss is not None:  # None: no question's gold answer is at its words
       values[finetuning.LOSS] = loss
-    for key in ("train_examples", "train_steps", "train_seconds", "predict_seconds", *finetuning.EVALUATION_KEYS):
-      if key in summary:
-        values[key] = summary[key]
+    facts = context.training_facts()
+    values.update((key, value) for key, value in facts.items() if key.startswith("train_"))
+    values["predict_seconds"] = summary["predict_seconds"]
+    values.update(facts)  # then evaluation while training's keys
     if chief:
-      write_eval_results(config.output_dir, values)
+      driver.write_results(config.output_dir, values)
     say(f"{config.predict_file}: " + "  ".join(f"{k} {v:.4f}" for k, v in values.items()
                                               if k in ("exact_match", "exact", "f1", "best_exact", "best_f1", "loss")))
     summary["eval"] = values
+
+  def export(self, model_dir: str, context) -> str:
+    from bert_tf.tasks.squad import serving as squad_serving
+
+    config = self.config
+    return squad_serving.export_squad(model_dir, config.export_dir, config.model_name,
+                                      n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
+                                      null_score_diff_threshold=config.null_score_diff_threshold)
+
+
+def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = None,
+              say: Callable[[str], None] = logging.info) -> dict:
+  """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
+  any work: the flags and the vocabulary against the BERT config, then the JSON files."""
+  return driver.run_finetuning(SquadRun(config), strategy, say)
