@@ -71,6 +71,7 @@ class TaskRun:
   label: str = "task"  # names the task in log lines ("SWAG")
   model_dir: str  # the fine-tuned model's folder under --output_dir (swag_model, ...)
   outputs: tuple[str, ...] = ()  # what a run writes in output_dir besides run_identity.COMMON_OUTPUTS
+  saved_model_noun: str = "fine-tuned model"  # in the line "saved the <noun> to <model_dir>"
 
   def __init__(self, config):
     self.config = config
@@ -229,7 +230,7 @@ def train_and_evaluate(run: TaskRun, context: Context) -> tuple[Any, str]:
     model_dir = os.path.join(config.output_dir, run.model_dir)
     if context.chief:
       run.save(model, model_dir, context)
-      context.say(f"saved the fine-tuned model to {model_dir}")
+      context.say(f"saved the {run.saved_model_noun} to {model_dir}")
   else:
     model_dir = ft.init_checkpoint.rstrip("/")
     with context.strategy.scope():

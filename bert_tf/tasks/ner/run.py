@@ -1,7 +1,7 @@
 """CoNLL-2003 named-entity recognition: what `scripts/run_ner.py` runs. Glue between the tested pieces:
 
   data_dir/eng.train --ner.read_conll (every split the --do_* flags ask for, before any work)--> sentences
-  --ner.make_windows / ner_finetuning.write_feature_file--> windows (TFRecords, cached under <features_dir>/ner/)
+  --ner.make_windows / ner_model.write_feature_file--> windows (TFRecords, cached under <features_dir>/ner/)
   --finetuning.train(NerTask)--> BertTokenClassifier --> <output_dir>/ner_model/
 
   eng.testa (--do_eval), eng.testb (--do_predict) --> windows (labelled: the loss) --finetuning.predict--> a label
@@ -19,7 +19,7 @@ Outputs in --output_dir:
   test_predictions.txt, test_results.txt / .json, test_conlleval.txt   likewise for --do_predict on the test file
 
 With --feature_based=<choice> (docs/feature_based.md), the paper's feature-based mode (section 5.3) replaces
-fine-tuning: the encoder stays frozen, and `ner_feature_based.BertFeatureTagger` trains a two-layer BiLSTM and a
+fine-tuning: the encoder stays frozen, and `feature_based.BertFeatureTagger` trains a two-layer BiLSTM and a
 classifier on one of its feature choices. The encoder's layers are computed once per window file and cached under
 <features_dir>/ner_layers/ (--cache_features); the windows, loss, metric and output files are the same.
 
@@ -39,7 +39,6 @@ seqeval, scores the file as it scores gold: `conlleval < eval_predictions.txt`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Callable
@@ -50,11 +49,11 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.tasks.common import layer_choice as feature_choice
 from bert_tf.tasks.ner import data as ner
-from bert_tf.tasks.ner import feature_based as nfb
+from bert_tf.tasks.ner import feature_based
 from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.tasks.ner import model as nf
+from bert_tf.tasks.ner import model as ner_model
 from bert_tf.tasks.ner.folder import MODEL_DIR, SETTINGS_NAME, is_model_dir, load_model, read_settings, save_model
-from bert_tf.training import distribute, finetuning, run_identity
+from bert_tf.training import driver, finetuning, run_identity
 
 # Which file each --do_* flag reads, and the prefix of what it writes.
 _SPLITS = {"train": "train", "eval": "dev", "test": "test"}
@@ -196,13 +195,13 @@ def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, sa
   Every file is labelled (dev and test for their loss): a dev or test file with the training file's content
   reuses its features."""
   label_ids = {label: i for i, label in enumerate(labels)} if labels else None
-  target = nf.feature_file_path(config.features_dir, conll.path, config.vocab_file, config.do_lower_case,
+  target = ner_model.feature_file_path(config.features_dir, conll.path, config.vocab_file, config.do_lower_case,
                                 config.max_seq_length, config.document_context, config.label_scheme,
                                 config.tag_scheme, list(labels or ()))
   windows = ner.make_windows(conll.sentences, tokenizer, config.max_seq_length, config.document_context,
                              label_ids, config.label_scheme)
   start = time.perf_counter()
-  info, reused = nf.cached_feature_file(target, lambda: windows)
+  info, reused = ner_model.cached_feature_file(target, lambda: windows)
   if reused:
     say(f"{conll.path}: reusing features {target} ({info.num_windows} windows)")
   else:
@@ -211,10 +210,10 @@ def _feature_file(config: NerConfig, conll: ner.ConllFile, tokenizer, labels, sa
   return info, windows
 
 
-def _layer_file(config: NerConfig, encoder, windows: nf.NerFeatureFile, say) -> nfb.LayerFile:
+def _layer_file(config: NerConfig, encoder, windows: ner_model.NerFeatureFile, say) -> feature_based.LayerFile:
   """The cached layers of the window file `windows` computed by the frozen `encoder`."""
   start = time.perf_counter()
-  info, reused = nfb.cached_layer_file(encoder, windows, config.features_dir,
+  info, reused = feature_based.cached_layer_file(encoder, windows, config.features_dir,
                                        config.finetuning.predict_batch_size, say)
   if reused:
     say(f"{windows.path}: reusing encoder layers {info.path}")
@@ -242,42 +241,12 @@ def _settings(config: NerConfig, labels: tuple[str, ...], types: tuple[str, ...]
   settings = {"labels": list(labels), "label_scheme": config.label_scheme, "types": list(types),
               "train_tag_scheme": train_scheme, "max_seq_length": config.max_seq_length,
               "do_lower_case": config.do_lower_case, "document_context": config.document_context}
-  if isinstance(model, nfb.BertFeatureTagger):
+  if isinstance(model, feature_based.BertFeatureTagger):
     settings.update(feature_based=model.choice, lstm_units=model.lstm_units)
   return settings
 
 
 # -- Steps ----------------------------------------------------------------------------------------------------
-
-
-def train(config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
-          say, evaluate: Callable | None = None) -> tuple[object, dict]:
-  """Fine-tunes on the training file (with --feature_based, trains the tagger on the frozen encoder's features),
-  evaluating with `evaluate(model)` while training under --eval_every_steps; -> (the model or None when
-  interrupted, a summary)."""
-  ft = config.finetuning
-  info, _ = _feature_file(config, conll, tokenizer, labels, say)
-  if config.feature_based:
-    layers = _layer_file(config, _pretrained_encoder(config), info, say) if config.cache_features else None
-    task = nfb.NerFeatureTask(ft.bert_config, len(labels), config.feature_based, info.path, config.max_seq_length,
-                              layers=layers, seed=ft.seed, dtype=ft.dtype, dynamic_padding=config.dynamic_padding_on,
-                              length_multiple=config.length_multiple)
-  else:
-    task = nf.NerTask(ft.bert_config, len(labels), info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-                      dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-  start = time.perf_counter()
-  # An epoch is one pass over the windows (one per sentence, more for a sentence longer than a window).
-  head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
-  run, result = finetuning.train(task, ft, info.num_windows, strategy, config_source=config.config_source,
-                                 evaluate=evaluate, headline_metric=metric_names(config.label_scheme)[0], head=head)
-  seconds = finetuning.training_seconds(result, time.perf_counter() - start)
-  if result.interrupted:
-    return None, {"interrupted": True, "exit_code": result.exit_code}
-  rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
-  say(finetuning.training_line(result, seconds, ft.train_batch_size, "windows"))
-  return run.model, {"train_sentences": len(conll.sentences), "train_windows": info.num_windows,
-                     "train_steps": result.step, "train_seconds": round(seconds, 2),
-                     "train_windows_per_second": round(rate, 3), **(result.evaluation or {})}
 
 
 def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, ...], strategy, tokenizer,
@@ -289,18 +258,19 @@ def predict(model, config: NerConfig, conll: ner.ConllFile, labels: tuple[str, .
   kept = {} if kept is None else kept
   if "features" not in kept:
     kept["features"] = _feature_file(config, conll, tokenizer, labels, say)
-  loss_task = nf.NerTask(config.finetuning.bert_config, len(labels), None, config.max_seq_length)
+  loss_task = ner_model.NerTask(config.finetuning.bert_config, len(labels), None, config.max_seq_length)
   if kept.get("model") is not model:
-    kept.update(model=model, outputs=nf.ner_predictions(model, config.max_seq_length, loss_task), layers=None)
+    kept.update(model=model, outputs=ner_model.ner_predictions(model, config.max_seq_length, loss_task),
+                layers=None)
   info, windows = kept["features"]
   batch_size = finetuning.eval_batch_size_for(config.finetuning.predict_batch_size, strategy)
-  if isinstance(model, nfb.BertFeatureTagger) and config.cache_features:
+  if isinstance(model, feature_based.BertFeatureTagger) and config.cache_features:
     kept["layers"] = kept["layers"] or _layer_file(config, model.encoder, info, say)
-    dataset = nfb.layer_dataset(kept["layers"], batch_size, is_training=False, pad_to_batch=True)
+    dataset = feature_based.layer_dataset(kept["layers"], batch_size, is_training=False, pad_to_batch=True)
   else:
-    dataset = nf.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
-                             dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
-                             length_multiple=config.length_multiple)
+    dataset = ner_model.ner_dataset(info.path, batch_size, config.max_seq_length, is_training=False,
+                                    dynamic_padding=config.dynamic_padding_on, pad_to_batch=True,
+                                    length_multiple=config.length_multiple)
   ids, sums = finetuning.predict(kept["outputs"], dataset, strategy, description=f"predicting {conll.path}",
                                  num_examples=len(windows), with_sums=True)  # [N, T]
   if len(ids) != len(windows):
@@ -334,9 +304,8 @@ def write_predictions(path: str, conll: ner.ConllFile, predicted: list[list[str]
 
 
 def write_results(output_dir: str, prefix: str, values: dict, report: str, report_name: str = "conlleval") -> None:
-  lines = finetuning.results_text(values)
-  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.txt"), lines)
-  fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_results.json"), json.dumps(values, indent=2) + "\n")
+  """<prefix>_results.txt / .json (`driver.write_results`) and the scores' report, <prefix>_<report_name>.txt."""
+  driver.write_results(output_dir, values, f"{prefix}_results")
   fileio.write_text_atomic(os.path.join(output_dir, f"{prefix}_{report_name}.txt"), report)
 
 
@@ -372,94 +341,124 @@ def run_identity_of(config: NerConfig, train: ner.ConllFile) -> run_identity.Run
   return run_identity.RunIdentity("ner", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
 
 
-# -- The script's entry point ---------------------------------------------------------------------------------
+# -- The task's hooks on the driver ---------------------------------------------------------------------------
+
+
+class NerRun(driver.TaskRun):
+  """NER's hooks on `driver.run_finetuning` (see the module docstring). `labels`: the model's, set by `training`
+  (the training file's) or `load` (the fine-tuned model's)."""
+
+  label = "NER"
+  model_dir = MODEL_DIR
+  outputs = _OUTPUTS
+  saved_model_noun = "trained model"  # fine-tuned, or (--feature_based) a tagger on a frozen encoder
+
+  def __init__(self, config: NerConfig):
+    super().__init__(config)
+    self.labels: tuple[str, ...] = ()
+
+  def read_inputs(self, say) -> None:
+    """Without --do_train, the fine-tuned model's settings first (its casing and mode against the flags), then
+    every CoNLL file (`read_inputs`); the label scheme becomes the data's (a plain tag set) or the model's, and
+    --metric_for_best is checked against the dev file's scores."""
+    config = self.config
+    settings = None if config.do_train else read_settings(config.finetuning.init_checkpoint)
+    if settings is not None and settings["do_lower_case"] != config.do_lower_case:
+      raise ValueError(f"--do_lower_case={config.do_lower_case}, but {config.finetuning.init_checkpoint} was trained "
+                       f"with do_lower_case={settings['do_lower_case']}; pass the same casing")
+    if settings is not None:
+      _check_trained_mode(config, settings)
+    self.inputs = read_inputs(config, settings, say)
+    if config.do_train and self.inputs["train"].scheme == ner.PLAIN:
+      say(f"{self.inputs['train'].path}: a plain tag set: word-level tagging, each tag a label of its own "
+          "(--label_scheme applies to entities only), scored by word-level accuracy and F1")
+      self.config = dataclasses.replace(config, label_scheme=ner.PLAIN)
+    elif settings is not None and settings["label_scheme"] != config.label_scheme:
+      self.config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
+    if "eval" in self.inputs:
+      check_metric_for_best(self.config, self.inputs["eval"])
+
+  def metric_names(self) -> tuple[str, ...]:
+    dev = self.inputs.get("eval")
+    return metric_names(self.config.label_scheme, dev.types if dev is not None else ())
+
+  def run_identity(self) -> run_identity.RunIdentity:
+    return run_identity_of(self.config, self.inputs["train"])
+
+  def training(self, context) -> driver.Training:
+    """Fine-tuning on the training file's windows (with --feature_based, the tagger on the frozen encoder's
+    features: its layers cached with --cache_features). An epoch is one pass over the windows (one per sentence,
+    more for a sentence longer than a window)."""
+    config, ft, conll = self.config, self.ft, self.inputs["train"]
+    self.labels = labels = labels_of(conll, config.label_scheme)
+    info, _ = _feature_file(config, conll, context.tokenizer, labels, context.say)
+    if config.feature_based:
+      layers = (_layer_file(config, _pretrained_encoder(config), info, context.say) if config.cache_features
+                else None)
+      task = feature_based.NerFeatureTask(ft.bert_config, len(labels), config.feature_based, info.path,
+                                          config.max_seq_length, layers=layers, seed=ft.seed, dtype=ft.dtype,
+                                          dynamic_padding=config.dynamic_padding_on,
+                                          length_multiple=config.length_multiple)
+    else:
+      task = ner_model.NerTask(ft.bert_config, len(labels), info.path, config.max_seq_length, seed=ft.seed,
+                               dtype=ft.dtype, dynamic_padding=config.dynamic_padding_on,
+                               length_multiple=config.length_multiple)
+    head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
+    return driver.Training(task, info.num_windows, head=head, unit="windows",
+                           facts={"train_sentences": len(conll.sentences), "train_windows": info.num_windows})
+
+  def _predict(self, model, split: str, context) -> tuple[list[list[str]], float]:
+    """`predict` on the split's file; its features and `model`'s prediction function kept for the run."""
+    return predict(model, self.config, self.inputs[split], self.labels, context.strategy, context.tokenizer,
+                   context.say, context.kept.setdefault(split, {}))
+
+  def evaluate_while_training(self, model, context) -> dict:
+    """The scores on the dev file (conlleval's, or word-level ones) and the loss."""
+    predicted, loss = self._predict(model, "eval", context)
+    return {**score(self.inputs["eval"], predicted, self.config.label_scheme)[0], finetuning.LOSS: loss}
+
+  def save(self, model, directory: str, context) -> None:
+    train = self.inputs["train"]
+    save_model(model, _settings(self.config, self.labels, train.types, train.scheme, model), self.config.vocab_file,
+               directory)
+
+  def load(self, directory: str, context):
+    model, settings = load_model(directory)
+    self.labels = tuple(settings["labels"])
+    return model
+
+  def evaluate(self, model, model_dir: str, context) -> None:
+    self._score_split(model, "eval", context)
+
+  def predict(self, model, model_dir: str, context) -> None:
+    self._score_split(model, "test", context)
+
+  def _score_split(self, model, split: str, context) -> None:
+    """--do_eval (eval: the dev file) and --do_predict (test: the test file) alike: the split's predictions
+    (conlleval's input), its scores and their report (chief), into `context.summary[split]`."""
+    config, conll, say = self.config, self.inputs[split], context.say
+    start = time.perf_counter()
+    predicted, loss = self._predict(model, split, context)
+    seconds = time.perf_counter() - start
+    scores, report = score(conll, predicted, config.label_scheme)
+    values = {**scores, finetuning.LOSS: loss, f"{split}_sentences": len(conll.sentences),
+              "predict_seconds": round(seconds, 2), **context.training_facts()}
+    if context.chief:
+      path = write_predictions(os.path.join(config.output_dir, f"{split}_predictions.txt"), conll, predicted)
+      write_results(config.output_dir, split, values, report,
+                    "report" if config.label_scheme == ner.PLAIN else "conlleval")
+      say(f"{len(predicted)} sentences -> {path}")
+    say(f"{conll.path} ({_SPLITS[split]}): loss {loss:.4f}\n" + report.rstrip())
+    context.summary[split] = values
+
+  def export(self, model_dir: str, context) -> str:
+    from bert_tf.tasks.ner import serving as ner_serving
+
+    return ner_serving.export_ner(model_dir, self.config.export_dir, self.config.model_name or "ner")
 
 
 def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,
             say: Callable[[str], None] = logging.info) -> dict:
   """Does what the --do_* flags ask (see the module docstring); returns a summary. Every input is checked before
   any work: the flags and the vocabulary against the BERT config, then the CoNLL files."""
-  from bert_tf.data.tokenization import FullTokenizer
-
-  config.validate()
-  settings = None if config.do_train else read_settings(config.finetuning.init_checkpoint)
-  if settings is not None and settings["do_lower_case"] != config.do_lower_case:
-    raise ValueError(f"--do_lower_case={config.do_lower_case}, but {config.finetuning.init_checkpoint} was trained "
-                     f"with do_lower_case={settings['do_lower_case']}; pass the same casing")
-  if settings is not None:
-    _check_trained_mode(config, settings)
-  inputs = read_inputs(config, settings, say)
-  if config.do_train and inputs["train"].scheme == ner.PLAIN:
-    say(f"{inputs['train'].path}: a plain tag set: word-level tagging, each tag a label of its own (--label_scheme "
-        "applies to entities only), scored by word-level accuracy and F1")
-    config = dataclasses.replace(config, label_scheme=ner.PLAIN)
-  elif settings is not None and settings["label_scheme"] != config.label_scheme:
-    config = dataclasses.replace(config, label_scheme=settings["label_scheme"])
-  if "eval" in inputs:
-    check_metric_for_best(config, inputs["eval"])
-  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-    ft = config.finetuning
-    run_identity.start_run(config.output_dir, run_identity_of(config, inputs["train"]), ft.overwrite_output_dir,
-                           outputs=_OUTPUTS, model_dirs=(MODEL_DIR,),
-                           inputs=(ft.init_checkpoint, config.vocab_file, inputs["train"].path), say=say)
-  strategy = strategy or config.finetuning.strategy()
-  config.check_init_checkpoint()  # before any feature file is written
-  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-  tf.io.gfile.makedirs(config.output_dir)
-  chief = distribute.is_chief(strategy)
-  summary: dict = {"output_dir": config.output_dir}
-  kept: dict = {"eval": {}, "test": {}}  # each file's features and the compiled model, for all its predictions
-  if config.do_train:
-    import keras
-
-    keras.utils.set_random_seed(config.finetuning.seed)
-    conll = inputs["train"]
-    labels = labels_of(conll, config.label_scheme)
-
-    def evaluate(model):  # while training: the scores on the dev file (conlleval's, or word-level ones), the loss
-      dev = inputs["eval"]
-      predicted, loss = predict(model, config, dev, labels, strategy, tokenizer, say, kept["eval"])
-      return {**score(dev, predicted, config.label_scheme)[0], finetuning.LOSS: loss}
-
-    model, trained = train(config, conll, labels, strategy, tokenizer, say, evaluate)
-    summary.update(trained)
-    if model is None:
-      return summary
-    model_dir = os.path.join(config.output_dir, MODEL_DIR)
-    if chief:
-      save_model(model, _settings(config, labels, conll.types, conll.scheme, model), config.vocab_file, model_dir)
-      say(f"saved the trained model to {model_dir}")
-  else:
-    model_dir = config.finetuning.init_checkpoint.rstrip("/")
-    with strategy.scope():
-      model, settings = load_model(model_dir)
-    labels = tuple(settings["labels"])
-  summary["model_dir"] = model_dir
-
-  for split in ("eval", "test"):
-    if split not in inputs:
-      continue
-    conll = inputs[split]
-    start = time.perf_counter()
-    predicted, loss = predict(model, config, conll, labels, strategy, tokenizer, say, kept[split])
-    seconds = time.perf_counter() - start
-    scores, report = score(conll, predicted, config.label_scheme)
-    values = {**scores, finetuning.LOSS: loss, f"{split}_sentences": len(conll.sentences),
-              "predict_seconds": round(seconds, 2)}
-    for key in ("train_sentences", "train_windows", "train_steps", "train_seconds", "train_windows_per_second",
-                *finetuning.EVALUATION_KEYS):
-      if key in summary:
-        values[key] = summary[key]
-    if chief:
-      path = write_predictions(os.path.join(config.output_dir, f"{split}_predictions.txt"), conll, predicted)
-      write_results(config.output_dir, split, values, report,
-                    "report" if config.label_scheme == ner.PLAIN else "conlleval")
-      say(f"{len(predicted)} sentences -> {path}")
-    say(f"{conll.path} ({_SPLITS[split]}): loss {loss:.4f}\n" + report.rstrip())
-    summary[split] = values
-  if config.export_dir and chief:
-    from bert_tf.tasks.ner import serving as ner_serving
-
-    summary["export"] = ner_serving.export_ner(model_dir, config.export_dir, config.model_name or "ner")
-    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
-  return summary
+  return driver.run_finetuning(NerRun(config), strategy, say)
