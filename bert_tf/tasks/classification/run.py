@@ -5,6 +5,9 @@
   --finetuning.train--> BertClassifier --> eval_results, GLUE submission files, and <output_dir>/classifier/ (what
   export and prediction load)
 
+`ClassifierRun` holds the task's hooks; `driver.run_finetuning` does the run's sequence (and, with
+--learning_rates / --num_restarts, the selection protocol).
+
 Your own files (--train_file, --validation_file, --test_file: CSV, TSV or JSON lines) take the same path:
 `user_data.read_inputs` reads them into the same examples and a `glue.GlueTask` whose labels, pairing and
 metrics come from the files; features are cached under <features_dir>/own/<task>/.
@@ -37,7 +40,7 @@ from bert_tf import fileio
 from bert_tf.tasks.classification import classifier as classification
 from bert_tf.tasks.classification import glue, metrics, user_data
 from bert_tf.tasks.common.features import feature_file_key, file_fingerprint
-from bert_tf.training import distribute, finetuning, run_identity
+from bert_tf.training import driver, finetuning, run_identity
 
 
 @dataclasses.dataclass
@@ -276,117 +279,6 @@ def _write_eval_results(output_dir: str, results: dict[str, dict[str, float]], n
       {**flat, "splits": results}, indent=2) + "\n")
 
 
-def train_and_evaluate(config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
-                       say: Callable[[str], None] = logging.info, inputs: Inputs | None = None) -> dict:
-  """One run (one learning rate, one seed) into `config.output_dir`: trains (when --do_train), evaluates on
-  every dev split (when --do_eval), writes classifier/ and eval_results. Returns a summary. `inputs`: the
-  examples `read_inputs` read (else each split is read when needed)."""
-  ft = config.finetuning
-  output_dir = ft.output_dir
-  tf.io.gfile.makedirs(output_dir)
-  summary: dict = {"learning_rate": ft.learning_rate, "seed": ft.seed, "output_dir": output_dir}
-  import keras
-
-  keras.utils.set_random_seed(ft.seed)
-  model = None
-  kept: dict = {split: {} for split in task.eval_splits()}  # each dev split's features, for all its evaluations
-  if config.do_train:
-    info, _ = feature_file(config, task, "train", tokenizer, say, inputs)
-    cls_task = classification.ClassificationTask(
-        ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
-        dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-    dev_split = task.eval_splits()[0] if config.do_eval else None  # MNLI: matched
-
-    def evaluate(model):  # while training: the metrics and the loss (no timings), on the first dev split
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, dev_split, say, inputs, kept[dev_split])
-      return {name: values[name] for name in metric_names(task)}
-
-    start = time.perf_counter()
-    head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
-    run, result = finetuning.train(cls_task, ft, info.num_examples, strategy, config_source=config.config_source,
-                                   evaluate=evaluate, headline_metric=metric_names(task)[0], head=head)
-    seconds = finetuning.training_seconds(result, time.perf_counter() - start)
-    if result.interrupted:
-      summary.update(interrupted=True, exit_code=result.exit_code)
-      return summary
-    model = run.model
-    rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
-    summary.update(train_examples=info.num_examples, train_steps=result.step, train_seconds=round(seconds, 2),
-                   train_examples_per_second=round(rate, 1), train_history=result.history,
-                   **(result.evaluation or {}))
-    say(finetuning.training_line(result, seconds, ft.train_batch_size))
-    if distribute.is_chief(strategy):
-      classification.save_classifier(model, _spec(config, task), config.vocab_file,
-                                     os.path.join(output_dir, "classifier"))
-  else:
-    model = _load_for_eval(config, task, strategy)
-  summary["model"] = model
-  if config.do_eval:
-    results = {}
-    for split in task.eval_splits():
-      values, _ = _evaluate(model, config, task, strategy, tokenizer, split, say, inputs, kept[split])
-      results[split] = values
-      say(f"{task.name} {split}: " + _shown(task, values))
-    for key in ("train_examples", "train_steps", "train_seconds", "train_examples_per_second",
-                *finetuning.EVALUATION_KEYS):
-      if key in summary:
-        for values in results.values():
-          values[key] = summary[key]
-    if distribute.is_chief(strategy):
-      _write_eval_results(output_dir, results)
-    summary["eval"] = results
-    summary["score"] = score(task, results[task.eval_splits()[0]])
-  return summary
-
-
-def _load_for_eval(config: ClassifierConfig, task: glue.GlueTask, strategy):
-  """A classifier to evaluate or predict with, without training: a classifier/ folder written by a run."""
-  path = config.finetuning.init_checkpoint
-  if not _is_classifier_dir(path):
-    raise ValueError(_NEEDS_CLASSIFIER)
-  with strategy.scope():
-    model, spec, _ = classification.load_classifier(path)
-  if spec.labels != task.labels:
-    if not (task.name == "AX" and spec.task_name == "MNLI"):
-      raise ValueError(f"--init_checkpoint={path} was trained for {spec.task_name} with labels {spec.labels}, "
-                       f"not {task.name} ({task.labels})")
-  return model
-
-
-def predict_test(model, config: ClassifierConfig, task: glue.GlueTask, strategy, tokenizer,
-                 say: Callable[[str], None] = logging.info,
-                 inputs: Inputs | None = None) -> tuple[list[str], dict[str, dict[str, float]]]:
-  """Test predictions: <TASK>.tsv (GLUE submission format; own files: test_predictions.<csv, tsv or jsonl>,
-  `user_data.write_predictions`) and test_results.tsv (probabilities) per split. A test file whose every row has
-  its label (your own, with the label column) is also scored as dev is, into test_results.txt / .json (Hugging
-  Face's --do_predict reports metrics when the test set has labels). Returns (the prediction files, the scores
-  by split: {} when unlabelled)."""
-  written, scored = [], {}
-  for split in task.test_splits():
-    examples, outputs, seconds = _predict_split(model, config, task, strategy, tokenizer, split,
-                                                config.finetuning.predict_batch_size, say, inputs)
-    predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
-    if examples and all(e.label is not None for e in examples):
-      scored[split] = _scores(config, task, examples, outputs, seconds, "test")
-      say(f"{task.name} {split}: " + _shown(task, scored[split]))
-    if not distribute.is_chief(strategy):
-      continue
-    if config.data_files is not None:
-      path = user_data.write_predictions(config.data_files, task, predictions.tolist(), config.output_dir)
-    else:
-      path = glue.write_submission(task, split, [e.guid for e in examples], predictions.tolist(),
-                                   config.output_dir)
-    rows = probabilities.reshape(len(examples), -1)
-    name = "test_results.tsv" if len(task.test_splits()) == 1 else f"test_results_{split}.tsv"
-    fileio.write_text_atomic(os.path.join(config.output_dir, name),
-                             "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
-    say(f"{task.name} {split}: {len(examples)} predictions -> {path}")
-    written.append(path)
-  if scored and distribute.is_chief(strategy):
-    _write_eval_results(config.output_dir, scored, "test_results")
-  return written, scored
-
-
 def _shown(task: glue.GlueTask, values: dict[str, float]) -> str:
   """'accuracy 0.8333  f1 0.8000  loss 0.4012': an evaluation's metrics (the task's order) and loss, for the log."""
   return "  ".join(f"{k} {values[k]:.4f}" for k in (*task.metric_names, finetuning.LOSS))
@@ -441,18 +333,150 @@ def _outputs(config: ClassifierConfig, task: glue.GlueTask) -> tuple[str, ...]:
   return ("runs", "selection.json", "test_results*", *predictions)
 
 
-def start_runs(config: ClassifierConfig, task: glue.GlueTask, inputs: Inputs,
-               say: Callable[[str], None] = logging.info) -> None:
-  """--do_train: `run_identity.start_run` for the output dir and, with the selection protocol, each of its runs:
-  refuses a rerun that would change a run (before any work), starts over with --overwrite_output_dir."""
-  ft = config.finetuning
-  given = (ft.init_checkpoint, config.vocab_file, inputs["train"].path)
-  run_identity.start_run(config.output_dir, run_identity_of(config, task, inputs), ft.overwrite_output_dir,
-                         outputs=_outputs(config, task), model_dirs=("classifier",), inputs=given, say=say)
-  if config.searching:
-    for run_config in selection_runs(config):
-      run_identity.start_run(run_config.output_dir, run_identity_of(run_config, task, inputs),
-                             outputs=_outputs(config, task), model_dirs=("classifier",), say=say)
+# -- The task's hooks on the driver ---------------------------------------------------------------------------
+
+
+class ClassifierRun(driver.TaskRun):
+  """The classifier's hooks on `driver.run_finetuning` (see the module docstring): a GLUE task or your own files
+  (`task_and_inputs`), every dev split evaluated (MNLI: matched and mismatched; the first selects), AX predicted
+  with an MNLI classifier."""
+
+  label = "classifier"
+  model_dir = "classifier"
+
+  def __init__(self, config: ClassifierConfig, task: glue.GlueTask | None = None, inputs: Inputs | None = None):
+    super().__init__(config)
+    self.task = task  # known once the flags are checked and the files read (`read_inputs`)
+    self.inputs = inputs or {}
+
+  def validate(self) -> None:
+    """Nothing here: `read_inputs` checks the flags (`task_and_inputs`), as your own files' task is known only
+    once they are read."""
+
+  def read_inputs(self, say) -> None:
+    self.task, self.inputs = task_and_inputs(self.config, say)
+
+  def metric_names(self) -> tuple[str, ...]:
+    return metric_names(self.task)
+
+  def run_identity(self) -> run_identity.RunIdentity:
+    return run_identity_of(self.config, self.task, self.inputs)
+
+  def start_runs(self, say) -> None:
+    """--do_train: `run_identity.start_run` for the output dir and, with the selection protocol, each of its runs:
+    refuses a rerun that would change a run (before any work), starts over with --overwrite_output_dir."""
+    config, ft = self.config, self.ft
+    outputs = _outputs(config, self.task)
+    run_identity.start_run(config.output_dir, self.run_identity(), ft.overwrite_output_dir, outputs=outputs,
+                           model_dirs=(self.model_dir,),
+                           inputs=(ft.init_checkpoint, config.vocab_file, self.train_path()), say=say)
+    for run in self.selection_runs():
+      run_identity.start_run(run.config.output_dir, run.run_identity(), outputs=outputs, model_dirs=(self.model_dir,),
+                             say=say)
+
+  def selection_runs(self) -> list[ClassifierRun]:
+    if not self.config.searching:
+      return []
+    return [ClassifierRun(config, self.task, self.inputs) for config in selection_runs(self.config)]
+
+  def training(self, context) -> driver.Training:
+    config, ft, task = self.config, self.ft, self.task
+    info, _ = feature_file(config, task, "train", context.tokenizer, context.say, self.inputs)
+    cls_task = classification.ClassificationTask(
+        ft.bert_config, task.num_labels, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
+        dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
+    head = (classification.SPEC_NAME, {"task_name": task.name, "labels": list(task.labels)})
+    return driver.Training(cls_task, info.num_examples, head=head, facts={"train_examples": info.num_examples})
+
+  def _dev(self, model, split: str, context) -> dict[str, float]:
+    """A dev split's metrics, loss and timings; its feature file looked up once for all of a run's evaluations."""
+    values, _ = _evaluate(model, self.config, self.task, context.strategy, context.tokenizer, split, context.say,
+                          self.inputs, context.kept.setdefault(split, {}))
+    return values
+
+  def evaluate_while_training(self, model, context) -> dict[str, float]:
+    # The metrics and the loss (no timings), on the first dev split (MNLI: matched).
+    values = self._dev(model, self.task.eval_splits()[0], context)
+    return {name: values[name] for name in metric_names(self.task)}
+
+  def save(self, model, directory: str, context) -> None:
+    classification.save_classifier(model, _spec(self.config, self.task), self.config.vocab_file, directory)
+
+  def load(self, directory: str, context):
+    """A classifier/ folder written by a run, for this task (AX: an MNLI classifier's)."""
+    path, task = self.ft.init_checkpoint, self.task
+    if not _is_classifier_dir(path):
+      raise ValueError(_NEEDS_CLASSIFIER)
+    model, spec, _ = classification.load_classifier(path)
+    if spec.labels != task.labels and not (task.name == "AX" and spec.task_name == "MNLI"):
+      raise ValueError(f"--init_checkpoint={path} was trained for {spec.task_name} with labels {spec.labels}, "
+                       f"not {task.name} ({task.labels})")
+    return model
+
+  def evaluate(self, model, model_dir: str, context) -> None:
+    """Every dev split: eval_results (`_write_eval_results`), the summary's "eval" ({split: values}) and
+    "score"."""
+    task, summary = self.task, context.summary
+    results = {}
+    for split in task.eval_splits():
+      results[split] = self._dev(model, split, context)
+      context.say(f"{task.name} {split}: " + _shown(task, results[split]))
+    facts = context.training_facts()
+    for values in results.values():
+      values.update(facts)
+    if context.chief:
+      _write_eval_results(self.config.output_dir, results)
+    summary["eval"] = results
+    summary["score"] = self.score(summary)
+
+  def predict(self, model, model_dir: str, context) -> None:
+    """Test predictions: <TASK>.tsv (GLUE submission format; own files: test_predictions.<csv, tsv or jsonl>,
+    `user_data.write_predictions`) and test_results.tsv (probabilities) per split, into the summary's
+    "predictions". A test file whose every row has its label (your own, with the label column) is also scored as
+    dev is, into test_results.txt / .json and the summary's "test" (Hugging Face's --do_predict reports metrics
+    when the test set has labels)."""
+    config, task, say = self.config, self.task, context.say
+    written, scored = [], {}
+    for split in task.test_splits():
+      examples, outputs, seconds = _predict_split(model, config, task, context.strategy, context.tokenizer, split,
+                                                  self.ft.predict_batch_size, say, self.inputs)
+      predictions, probabilities = classification.predictions_from_outputs(outputs, task.is_regression)
+      if examples and all(e.label is not None for e in examples):
+        scored[split] = _scores(config, task, examples, outputs, seconds, "test")
+        say(f"{task.name} {split}: " + _shown(task, scored[split]))
+      if not context.chief:
+        continue
+      if config.data_files is not None:
+        path = user_data.write_predictions(config.data_files, task, predictions.tolist(), config.output_dir)
+      else:
+        path = glue.write_submission(task, split, [e.guid for e in examples], predictions.tolist(),
+                                     config.output_dir)
+      rows = probabilities.reshape(len(examples), -1)
+      name = "test_results.tsv" if len(task.test_splits()) == 1 else f"test_results_{split}.tsv"
+      fileio.write_text_atomic(os.path.join(config.output_dir, name),
+                               "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
+      say(f"{task.name} {split}: {len(examples)} predictions -> {path}")
+      written.append(path)
+    if scored and context.chief:
+      _write_eval_results(config.output_dir, scored, "test_results")
+    context.summary["predictions"] = written
+    if scored:
+      context.summary["test"] = scored
+
+  def score(self, summary: dict) -> float:
+    return score(self.task, summary["eval"][self.task.eval_splits()[0]])
+
+  def selection_metric(self) -> str:
+    return f"mean of {', '.join(self.task.metric_names)} on {self.task.eval_splits()[0]}"
+
+  def write_eval_results(self, output_dir: str, results) -> None:
+    _write_eval_results(output_dir, results)
+
+  def export(self, model_dir: str, context) -> str:
+    from bert_tf.tasks.classification import serving as classifier_serving
+
+    return classifier_serving.export_from_directory(model_dir, self.config.export_dir,
+                                                    self.config.model_name or self.task.name.lower())
 
 
 # -- The script's entry point ---------------------------------------------------------------------------------
@@ -460,61 +484,17 @@ def start_runs(config: ClassifierConfig, task: glue.GlueTask, inputs: Inputs,
 
 def run_classifier(config: ClassifierConfig, strategy: tf.distribute.Strategy | None = None,
                    say: Callable[[str], None] = logging.info) -> dict:
-  """Does what the --do_* flags ask; with several learning rates or restarts, runs each into
-  <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at <output_dir>.
+  """Does what the --do_* flags ask (`ClassifierRun` on `driver.run_finetuning`); with several learning rates or
+  restarts, runs each into <output_dir>/runs/lr<lr>-seed<seed>/, keeps the best on dev and reports it at
+  <output_dir>. Returns a summary: the (best) run's learning rate, seed, training, "eval" ({split: values}),
+  "score", "best_dir" (its output dir), predictions and export.
 
   Every input is checked before any work: the flags and the vocabulary against the BERT config (`validate`),
   then every data file the flags ask for (`task_and_inputs`); a bad one raises naming the file (and line).
   """
-  from bert_tf.data.tokenization import FullTokenizer
-
-  task, inputs = task_and_inputs(config, say)
-  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-    start_runs(config, task, inputs, say)
-  strategy = strategy or config.finetuning.strategy()
-  config.check_init_checkpoint()  # before any feature file is written
-  tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-  tf.io.gfile.makedirs(config.output_dir)
-  if not config.searching:
-    summary = train_and_evaluate(config, task, strategy, tokenizer, say, inputs)
-    if summary.get("interrupted"):
-      return summary
-    best_dir = config.output_dir
-  else:
-    runs, best = [], None
-    for run_config in selection_runs(config):
-      lr, seed, run_dir = run_config.finetuning.learning_rate, run_config.finetuning.seed, run_config.output_dir
-      say(f"== selection run: learning rate {lr:g}, seed {seed} -> {run_dir}")
-      summary = train_and_evaluate(run_config, task, strategy, tokenizer, say, inputs)
-      if summary.get("interrupted"):
-        return summary
-      runs.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": summary["score"],
-                   "eval": summary["eval"]})
-      if best is None or summary["score"] > best["score"]:
-        best = summary
-    selection = {"metric": f"mean of {', '.join(task.metric_names)} on {task.eval_splits()[0]}",
-                 "best": {k: best[k] for k in ("learning_rate", "seed", "output_dir", "score")}, "runs": runs}
-    if distribute.is_chief(strategy):
-      fileio.write_text_atomic(os.path.join(config.output_dir, "selection.json"),
-                               json.dumps(selection, indent=2) + "\n")
-      _write_eval_results(config.output_dir, best["eval"])
-      classification.save_classifier(best["model"], _spec(config, task), config.vocab_file,
-                                     os.path.join(config.output_dir, "classifier"))
-    say(f"best on dev: learning rate {best['learning_rate']:g}, seed {best['seed']} (score {best['score']:.4f})")
-    summary = dict(best, selection=selection)
-    best_dir = best["output_dir"]
-  summary["best_dir"] = best_dir
-  if config.do_predict:
-    summary["predictions"], test = predict_test(summary["model"], config, task, strategy, tokenizer, say, inputs)
-    if test:
-      summary["test"] = test
-  if config.export_dir and distribute.is_chief(strategy):
-    from bert_tf.tasks.classification import serving as classifier_serving
-
-    classifier_dir = (os.path.join(config.output_dir, "classifier") if config.do_train
-                      else config.finetuning.init_checkpoint)
-    summary["export"] = classifier_serving.export_from_directory(classifier_dir, config.export_dir,
-                                                      config.model_name or task.name.lower())
-    say(f"the SavedModel for TensorFlow Serving: {summary['export']}")
-  summary.pop("model", None)
+  summary = driver.run_finetuning(ClassifierRun(config), strategy, say)
+  if not config.searching:  # a single run's summary names its learning rate and seed first, as a selection run's
+    summary = {"learning_rate": config.finetuning.learning_rate, "seed": config.finetuning.seed, **summary}
+  if not summary.get("interrupted"):
+    summary.setdefault("best_dir", config.output_dir)
   return summary
