@@ -24,13 +24,13 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import serving
 from bert_tf.model import checkpoints
 from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
 from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, load_classifier
 from bert_tf.tasks.common.features import encode_graph
 from bert_tf.tasks.common.folder import float32_copy
+from bert_tf.tasks.common.serving import TaskServer
 
 TEXT_INPUTS = ("sentence1", "sentence2")
 # Used when the caller gives no warmup texts: generic English, enough to run every op once.
@@ -40,8 +40,8 @@ DEFAULT_WARMUP_TEXTS: tuple[tuple[str, str], ...] = (
 )
 
 
-class _ClassifierServer(tf.Module):
-  """The SavedModel's root: a float32 classifier, its tokenizer and the serving functions.
+class _ClassifierServer(TaskServer):
+  """The SavedModel's root (`TaskServer`): a float32 classifier, its tokenizer and the serving functions.
 
   Also saved (not a signature, so TF Serving does not expose it): `encode_text`, the text signature's inputs
   -> int32 [B, T] input_ids, input_mask, segment_ids, for debugging what the model sees (as the records
@@ -49,16 +49,8 @@ class _ClassifierServer(tf.Module):
   """
 
   def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str):
-    super().__init__(name="bert_classifier_server")
-    # A Keras 3 variable wraps a tf.Variable, and saving it through the Keras model writes two variables: the
-    # one the functions read, and a copy that only the object graph restores. TF Serving restores with the
-    # checkpoint's restore op in a Session, which leaves the first one uninitialized ("Could not find
-    # variable ..." at the first request; keras-team/keras#20095). So the module tracks the tf.Variables
-    # themselves and keeps the model out of the object graph (object.__setattr__ skips tracking).
-    object.__setattr__(self, "_model", model)
-    self.model_variables = [variable.value for variable in model.variables]
+    super().__init__("bert_classifier_server", model, vocab_file, spec.do_lower_case)
     self.spec = spec
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=spec.do_lower_case)
     self._max_seq_length = spec.max_seq_length
     # A one-entry placeholder for regression keeps the attribute's type fixed; it is never read there.
     self._labels = tf.constant(list(spec.labels) or [""], tf.string)
@@ -161,9 +153,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
   warmup = serving.check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
   checkpoints.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
   server = _ClassifierServer(float32_copy(model), spec, vocab_file)
-  signatures = {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded}
-  return serving.export_servable(server, signatures,
-                         export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file=vocab_file)
+  return server.export(export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file)
 
 
 def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,

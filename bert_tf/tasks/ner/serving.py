@@ -44,14 +44,14 @@ requests, manifest (task "ner", task_kind "ner", the labels and settings).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
+from bert_tf.tasks.common.serving import TaskServer, model_folder
+from bert_tf.tasks.ner import folder
 from bert_tf.tasks.ner import model as nf
 from bert_tf.tasks.ner.data import PLAIN
 from bert_tf.tasks.ner.metrics import split_tag
@@ -65,8 +65,8 @@ PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 _O, _B, _I, _E, _S = range(5)
 
 
-class NerServer(tf.Module):
-  """The SavedModel's root: a float32 `BertTokenClassifier`, its tokenizer and the serving function.
+class NerServer(TaskServer):
+  """The SavedModel's root (`TaskServer`): a float32 `BertTokenClassifier`, its tokenizer and the serving functions.
 
   Args:
     model: the fine-tuned tagger (float32).
@@ -75,16 +75,8 @@ class NerServer(tf.Module):
   """
 
   def __init__(self, model: nf.BertTokenClassifier, vocab_file: str, settings: Mapping[str, Any]):
-    super().__init__(name="bert_ner_server")
-    # The model stays out of the object graph; its tf.Variables are tracked directly (see serving.py's
-    # _ClassifierServer: TF Serving's session restore would leave the Keras copies uninitialized).
-    object.__setattr__(self, "_model", model)
-    self.model_variables = [variable.value for variable in model.variables]
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=bool(settings["do_lower_case"]))
+    super().__init__("bert_ner_server", model, vocab_file, bool(settings["do_lower_case"]), needs="NER windows")
     vocab = self.tokenizer.vocab
-    for token in ("[CLS]", "[SEP]"):
-      if token not in vocab:
-        raise ValueError(f"{vocab_file}: has no {token} token, which NER windows need")
     self._cls_id, self._sep_id, self._unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
     self._max_seq_length = int(settings["max_seq_length"])
     if not 3 <= self._max_seq_length <= model.config.max_position_embeddings:
@@ -261,24 +253,11 @@ def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version
                warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP) -> str:
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path."""
-  from bert_tf.export import serving
-  from bert_tf.model import released
-  from bert_tf.tasks.ner import folder
-
-  serving.check_name_and_version(model_name, version)
-  serving.check_export_dir(export_dir, model_name)
-  model_dir = released.task_model_dir(model_dir)  # A Hugging Face token classifier: ours converted from it.
-  if not folder.is_model_dir(model_dir):
-    raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_ner.py "
-                            f"(<output_dir>/{folder.MODEL_DIR})")
-  settings = folder.read_settings(model_dir)
-  vocab_file = os.path.join(model_dir, "vocab.txt")
+  model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
   model, _ = folder.load_model(model_dir)
   server = NerServer(model, vocab_file, settings)
   manifest = {"task": "ner", "task_kind": "ner", "labels": list(settings["labels"]),
               "label_scheme": settings["label_scheme"], "types": list(settings["types"]),
               "max_seq_length": int(settings["max_seq_length"]), "do_lower_case": bool(settings["do_lower_case"]),
               "trained_with_document_context": bool(settings["document_context"])}
-  signatures = {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded}
-  return serving.export_servable(server, signatures, export_dir, model_name, version, list(warmup), manifest,
-                                 vocab_file=vocab_file)
+  return server.export(export_dir, model_name, version, warmup, manifest, vocab_file)

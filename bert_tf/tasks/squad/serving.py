@@ -41,15 +41,16 @@ gives "" where SQuAD 1.1's predictions.json says "empty".
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
 from bert_tf.data import graph_tokenizer
-from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8, GraphTokenizer
+from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8
 from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
+from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import folder
 from bert_tf.tasks.squad import model as sf
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 
@@ -64,8 +65,8 @@ DEFAULT_WARMUP: tuple[dict[str, str], ...] = (
 )
 
 
-class SquadServer(tf.Module):
-  """The SavedModel's root: a float32 `BertSpanLabeler`, its tokenizer and the two serving functions.
+class SquadServer(TaskServer):
+  """The SavedModel's root (`TaskServer`): a float32 `BertSpanLabeler`, its tokenizer and the two serving functions.
 
   Args:
     model: the fine-tuned span labeller (float32).
@@ -78,16 +79,8 @@ class SquadServer(tf.Module):
   def __init__(self, model: sf.BertSpanLabeler, vocab_file: str, settings: Mapping[str, Any],
                n_best_size: int = squad_postprocess.N_BEST_SIZE,
                max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH):
-    super().__init__(name="bert_squad_server")
-    # The model stays out of the object graph; its tf.Variables are tracked directly (see serving.py's
-    # _ClassifierServer: TF Serving's session restore would leave the Keras copies uninitialized).
-    object.__setattr__(self, "_model", model)
-    self.model_variables = [variable.value for variable in model.variables]
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=bool(settings["do_lower_case"]))
+    super().__init__("bert_squad_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SQuAD windows")
     vocab = self.tokenizer.vocab
-    for token in ("[CLS]", "[SEP]"):
-      if token not in vocab:
-        raise ValueError(f"{vocab_file}: has no {token} token, which SQuAD windows need")
     self._cls_id, self._sep_id = vocab["[CLS]"], vocab["[SEP]"]
     self._unk_id = vocab["[UNK]"]  # GraphTokenizer has checked it is there
     self._max_seq_length = int(settings["max_seq_length"])
@@ -328,17 +321,9 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
   The window sizes, casing, version and null_score_diff_threshold come from the folder's squad.json (where
   --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one.
   """
-  from bert_tf.export import serving
-  from bert_tf.model import released
-  from bert_tf.tasks.squad import folder
-
-  serving.check_name_and_version(model_name, version)
-  serving.check_export_dir(export_dir, model_name)
-  model_dir = released.task_model_dir(model_dir)  # A Hugging Face question answerer: ours converted from it.
-  settings = dict(folder.read_settings(model_dir))
+  model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)
-  vocab_file = os.path.join(model_dir, "vocab.txt")
   model = folder.load_model(model_dir)
   server = SquadServer(model, vocab_file, settings, n_best_size, max_answer_length)
   manifest = {
@@ -349,6 +334,4 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
       "max_query_length": int(settings["max_query_length"]), "do_lower_case": bool(settings["do_lower_case"]),
       "n_best_size": n_best_size, "max_answer_length": max_answer_length,
   }
-  signatures = {serving.SERVING_SIGNATURE: server.serve_text, serving.ENCODED_SIGNATURE: server.serve_encoded}
-  return serving.export_servable(server, signatures, export_dir, model_name, version, list(warmup), manifest,
-                                 vocab_file=vocab_file)
+  return server.export(export_dir, model_name, version, warmup, manifest, vocab_file)

@@ -22,15 +22,15 @@ HTTP 400), not a crash; empty texts are allowed.
 
 from __future__ import annotations
 
-import os
 from typing import Mapping, Sequence
 
 import tensorflow as tf
 
-from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.model.encoder import padding_skipped
 from bert_tf.tasks.common.features import encode_graph
+from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.swag import data as swag
+from bert_tf.tasks.swag import folder
 from bert_tf.tasks.swag import model as sf
 
 TEXT_INPUTS = ("sent1", "sent2", *swag.ENDING_COLUMNS)
@@ -42,8 +42,8 @@ DEFAULT_WARMUP: tuple[dict[str, str], ...] = (
 )
 
 
-class SwagServer(tf.Module):
-  """The SavedModel's root: a float32 `BertMultipleChoice`, its tokenizer and the serving function.
+class SwagServer(TaskServer):
+  """The SavedModel's root (`TaskServer`): a float32 `BertMultipleChoice`, its tokenizer and the serving function.
 
   Args:
     model: the fine-tuned model (float32).
@@ -52,15 +52,7 @@ class SwagServer(tf.Module):
   """
 
   def __init__(self, model: sf.BertMultipleChoice, vocab_file: str, settings: Mapping):
-    super().__init__(name="bert_swag_server")
-    # The model stays out of the object graph and its tf.Variables are tracked directly (serving.py's
-    # _ClassifierServer says why: TF Serving's session restore would leave the Keras copies uninitialized).
-    object.__setattr__(self, "_model", model)
-    self.model_variables = [variable.value for variable in model.variables]
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=bool(settings["do_lower_case"]))
-    for token in ("[CLS]", "[SEP]"):
-      if token not in self.tokenizer.vocab:
-        raise ValueError(f"{vocab_file}: has no {token} token, which SWAG sequences need")
+    super().__init__("bert_swag_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SWAG sequences")
     self._max_seq_length = int(settings["max_seq_length"])
     if self._max_seq_length > model.config.max_position_embeddings:
       raise ValueError(f"max_seq_length={self._max_seq_length} exceeds the model's max_position_embeddings="
@@ -97,21 +89,9 @@ def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", versi
   """Exports a fine-tuned SWAG model folder (`<run_swag --output_dir>/swag_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
   the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests."""
-  from bert_tf.export import serving
-  from bert_tf.model import released
-  from bert_tf.tasks.swag import folder
-
-  serving.check_name_and_version(model_name, version)
-  serving.check_export_dir(export_dir, model_name)
-  model_dir = released.task_model_dir(model_dir)  # A Hugging Face multiple-choice model: ours converted from it.
-  if not folder.is_model_dir(model_dir):
-    raise FileNotFoundError(f"{model_dir}: no {folder.SETTINGS_NAME}; give a folder written by run_swag.py "
-                            f"(<output_dir>/{folder.MODEL_DIR})")
-  settings = folder.read_settings(model_dir)
-  vocab_file = os.path.join(model_dir, "vocab.txt")
+  model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
   server = SwagServer(folder.load_model(model_dir), vocab_file, settings)
   manifest = {"task": "swag", "task_kind": "multiple_choice", "num_choices": swag.NUM_CHOICES,
               "inputs": list(TEXT_INPUTS), "max_seq_length": int(settings["max_seq_length"]),
               "do_lower_case": bool(settings["do_lower_case"])}
-  return serving.export_servable(server, {serving.SERVING_SIGNATURE: server.serve_text}, export_dir, model_name,
-                                 version, list(warmup), manifest, vocab_file=vocab_file)
+  return server.export(export_dir, model_name, version, warmup, manifest, vocab_file)
