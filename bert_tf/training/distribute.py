@@ -181,10 +181,7 @@ def check_tf_config(config: str) -> dict:
     raise ValueError(f"TF_CONFIG is not JSON ({e.msg} at character {e.pos} of {len(config)}); {see}") from None
   if not isinstance(parsed, dict):
     raise ValueError(f"TF_CONFIG is JSON but not an object ({type(parsed).__name__}); {see}")
-  for key in ("cluster", "task"):
-    if key not in parsed:
-      raise ValueError(f'TF_CONFIG has no "{key}" key; {see}')
-  cluster, task = parsed["cluster"], parsed["task"]
+  cluster, task = _entries(parsed, ("cluster", "task"), "TF_CONFIG", see)
   if not isinstance(cluster, dict) or not cluster:
     raise ValueError(f'TF_CONFIG "cluster" must be a non-empty object of task types; {see}')
   for task_type, addresses in cluster.items():
@@ -193,10 +190,7 @@ def check_tf_config(config: str) -> dict:
                        f"strings; {see}")
   if not isinstance(task, dict):
     raise ValueError(f'TF_CONFIG "task" must be an object with "type" and "index"; {see}')
-  for key in ("type", "index"):
-    if key not in task:
-      raise ValueError(f'TF_CONFIG "task" has no "{key}" key; {see}')
-  task_type, index = task["type"], task["index"]
+  task_type, index = _entries(task, ("type", "index"), 'TF_CONFIG "task"', see)
   if not isinstance(task_type, str) or task_type not in cluster:
     raise ValueError(f'TF_CONFIG "task": its "type" {_name(task_type)} is not a task type of "cluster" (which '
                      f"has {_names(cluster)}); {see}")
@@ -207,6 +201,14 @@ def check_tf_config(config: str) -> dict:
                      f"{len(cluster[task_type])} task(s) of type {_name(task_type)}, indices 0 to "
                      f"{len(cluster[task_type]) - 1}")
   return parsed
+
+
+def _entries(mapping: dict, keys: tuple[str, ...], what: str, see: str) -> tuple:
+  """`mapping`'s values of `keys`, in order; a ValueError naming `what` and the first key it lacks."""
+  for key in keys:
+    if key not in mapping:
+      raise ValueError(f'{what} has no "{key}" key; {see}')
+  return tuple(mapping[key] for key in keys)
 
 
 def _name(value) -> str:
