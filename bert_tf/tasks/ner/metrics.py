@@ -78,6 +78,11 @@ class Scores:
   predicted: int
   correct: int
 
+  def as_dict(self, name: str) -> dict[str, float | int]:
+    """<name>_precision, <name>_recall, <name>_f1 and <name>_support (gold) for eval_results."""
+    return {f"{name}_precision": self.precision, f"{name}_recall": self.recall, f"{name}_f1": self.f1,
+            f"{name}_support": self.gold}
+
 
 def _scores(correct: int, gold: int, predicted: int) -> Scores:
   precision = correct / predicted if predicted else 0.0
@@ -105,8 +110,7 @@ class NerEvaluation:
         "accuracy": self.accuracy, "tokens": self.tokens, "gold_entities": self.overall.gold,
         "predicted_entities": self.overall.predicted, "correct_entities": self.overall.correct}
     for kind, s in self.per_type.items():
-      values.update({f"{kind}_precision": s.precision, f"{kind}_recall": s.recall, f"{kind}_f1": s.f1,
-                     f"{kind}_support": s.gold})
+      values.update(s.as_dict(kind))
     values.update(macro_f1=self.macro[2], weighted_f1=self.weighted[2])
     return values
 
@@ -186,8 +190,7 @@ class TagEvaluation:
     """Flat "key": value pairs for eval_results (accuracy, macro_f1, weighted_f1, <TAG>_f1, ...)."""
     values: dict[str, float | int] = {}
     for tag, s in self.per_tag.items():
-      values.update({f"{tag}_precision": s.precision, f"{tag}_recall": s.recall, f"{tag}_f1": s.f1,
-                     f"{tag}_support": s.gold})
+      values.update(s.as_dict(tag))
     # After the per-tag keys: a tag named "macro" cannot hide the headline averages.
     values.update(accuracy=self.accuracy, macro_precision=self.macro[0], macro_recall=self.macro[1],
                   macro_f1=self.macro[2], weighted_f1=self.weighted[2], words=self.words)
