@@ -15,7 +15,7 @@ TASKS = {
     "ner": {"hf_head", "data", "model", "feature_based", "metrics", "folder", "serving", "run"},
     "swag": {"hf_head", "data", "model", "folder", "serving", "run"},
     "features": {"extraction"},
-    "common": {"features", "labels", "layer_choice", "folder", "serving", "task"},
+    "common": {"features", "head", "labels", "layer_choice", "folder", "serving", "task"},
 }
 
 

@@ -27,10 +27,10 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
-from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
-from bert_tf.model.layers import Dropout16, truncated_normal
+from bert_tf.model.encoder import INPUT_NAMES, select_inputs
 from bert_tf.tasks.common.features import EncodedExample, encode, feature_dataset, read_description
 from bert_tf.tasks.common.folder import float32_copy
+from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import PerExampleTask
 
 # The schema, declared once: name -> (kind, shape); `T` is max_seq_length. The writer, reader and tests use it.
@@ -150,32 +150,24 @@ def classifier_dataset(path: str, batch_size: int, max_seq_length: int, is_regre
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(BertConfigModel, keras.Model):
+class BertClassifier(EncoderHeadModel):
   """The encoder, then dropout and a dense layer on the pooled output.
 
   Args:
-    config: the encoder's `BertConfig` (or its dict).
+    config, dropout, encoder, dtype: `EncoderHeadModel`'s.
     num_labels: K classes; 1 makes it a regression model (STS-B).
-    dropout: before the output layer; default the config's hidden_dropout_prob (0.1 in every BERT).
-    encoder: an existing `BertEncoder` to use (e.g. one loaded from a checkpoint); default a new one.
   Inputs: dict of int32 [B, T] input_ids, input_mask, segment_ids (other entries are ignored).
   Output: logits [B, K] (compute dtype), or scores [B] when num_labels == 1.
   """
 
   def __init__(self, config, num_labels: int, dropout: float | None = None, encoder=None, dtype=None,
                **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    if isinstance(config, dict):
-      config = BertConfig.from_dict(config, source="BertClassifier config")
     if num_labels < 1:
       raise ValueError(f"num_labels={num_labels}: must be >= 1 (1 means regression)")
-    self.config = config
+    super().__init__(config, dropout, encoder, dtype=dtype, **kwargs)
     self.num_labels = num_labels
-    self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
-    self.encoder = encoder if encoder is not None else BertEncoder(config, dtype=dtype, name="encoder")
-    self.classifier_dropout = Dropout16(self.dropout_rate, dtype=dtype, name="classifier_dropout")
-    self.classifier = keras.layers.Dense(num_labels, kernel_initializer=truncated_normal(config.initializer_range),
-                                         dtype=dtype, name="classifier")
+    self.classifier_dropout, self.classifier = self.output_layers("classifier_dropout", "classifier", num_labels,
+                                                                  dtype)
 
   def call(self, inputs, training=None):
     # Only the pooled output is needed: the encoder's last layer runs for [CLS] alone.
@@ -185,7 +177,7 @@ class BertClassifier(BertConfigModel, keras.Model):
     return logits[:, 0] if self.num_labels == 1 else logits
 
   def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "num_labels": self.num_labels, "dropout": self.dropout_rate}
+    return {**super().get_config(), "num_labels": self.num_labels}
 
 
 # -- Task -----------------------------------------------------------------------------------------------------

@@ -25,12 +25,11 @@ import keras
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.errors import first_line
-from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
-from bert_tf.model.layers import Dropout16, truncated_normal
+from bert_tf.model.encoder import INPUT_NAMES, select_inputs
 from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import FineTuningTask
 from bert_tf.tasks.ner.data import NerWindow
 
@@ -139,33 +138,24 @@ def ner_dataset(path: str, batch_size: int, max_seq_length: int, is_training: bo
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(BertConfigModel, keras.Model):
+class BertTokenClassifier(EncoderHeadModel):
   """The encoder, then dropout and a dense layer on every position of the sequence output: one score per label
   and token.
 
   Args:
-    config: the encoder's `BertConfig` (or its dict).
+    config, dropout, encoder, dtype: `EncoderHeadModel`'s.
     num_labels: K labels.
-    dropout: before the output layer; default the config's hidden_dropout_prob.
-    encoder: an existing `BertEncoder` to use; default a new one.
   Inputs: dict of int32 [B, T] input_ids, input_mask, segment_ids (other entries are ignored).
   Output: logits float32 [B, T, K] (cast from the compute dtype: they feed a softmax). Padded positions are
     not masked; the loss and predictions read the labelled positions only.
   """
 
   def __init__(self, config, num_labels: int, dropout: float | None = None, encoder=None, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    if isinstance(config, dict):
-      config = BertConfig.from_dict(config, source="BertTokenClassifier config")
     if num_labels < 2:
       raise ValueError(f"num_labels={num_labels}: a tagger needs at least O and one entity label")
-    self.config = config
+    super().__init__(config, dropout, encoder, dtype=dtype, **kwargs)
     self.num_labels = num_labels
-    self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
-    self.encoder = encoder if encoder is not None else BertEncoder(config, dtype=dtype, name="encoder")
-    self.tag_dropout = Dropout16(self.dropout_rate, dtype=dtype, name="tag_dropout")
-    self.tag_output = keras.layers.Dense(num_labels, kernel_initializer=truncated_normal(config.initializer_range),
-                                         dtype=dtype, name="tag_output")
+    self.tag_dropout, self.tag_output = self.output_layers("tag_dropout", "tag_output", num_labels, dtype)
 
   def call(self, inputs, training=None):
     sequence = self.encoder(select_inputs(inputs, INPUT_NAMES, "BertTokenClassifier"), training=training)
@@ -173,7 +163,7 @@ class BertTokenClassifier(BertConfigModel, keras.Model):
     return tf.cast(self.tag_output(x), tf.float32)  # [B, T, K]
 
   def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels, "dropout": self.dropout_rate}
+    return {**super().get_config(), "num_labels": self.num_labels}
 
 
 def ner_predictions(model: BertTokenClassifier, max_seq_length: int, loss_task: NerTask | None = None) -> Callable:

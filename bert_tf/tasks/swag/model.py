@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable
+from typing import Iterable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.errors import first_line
-from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
-from bert_tf.model.layers import Dropout16, truncated_normal
+from bert_tf.model.encoder import INPUT_NAMES, select_inputs
 from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import PerExampleTask
 from bert_tf.tasks.swag import data as swag
 
@@ -145,27 +144,18 @@ def swag_dataset(path: str, batch_size: int, max_seq_length: int, is_training: b
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertMultipleChoice(BertConfigModel, keras.Model):
+class BertMultipleChoice(EncoderHeadModel):
   """The encoder over every choice's sequence, dropout and a dense layer of one unit on each pooled output.
 
   Args:
-    config: the encoder's `BertConfig` (or its dict).
-    dropout: before the output layer; default the config's hidden_dropout_prob (0.1 in every BERT).
-    encoder: an existing `BertEncoder` to use (e.g. one loaded from a checkpoint); default a new one.
+    config, dropout, encoder, dtype: `EncoderHeadModel`'s.
   Inputs: dict of int32 [B, C, T] input_ids, input_mask, segment_ids (other entries are ignored).
   Output: logits [B, C] (compute dtype), one per choice; a softmax over C gives the choices' probabilities.
   """
 
   def __init__(self, config, dropout: float | None = None, encoder=None, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    if isinstance(config, dict):
-      config = BertConfig.from_dict(config, source="BertMultipleChoice config")
-    self.config = config
-    self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
-    self.encoder = encoder if encoder is not None else BertEncoder(config, dtype=dtype, name="encoder")
-    self.choice_dropout = Dropout16(self.dropout_rate, dtype=dtype, name="choice_dropout")
-    self.choice_score = keras.layers.Dense(1, kernel_initializer=truncated_normal(config.initializer_range),
-                                           dtype=dtype, name="choice_score")
+    super().__init__(config, dropout, encoder, dtype=dtype, **kwargs)
+    self.choice_dropout, self.choice_score = self.output_layers("choice_dropout", "choice_score", 1, dtype)
 
   def call(self, inputs, training=None):
     inputs = select_inputs(inputs, INPUT_NAMES, "BertMultipleChoice")
@@ -176,9 +166,6 @@ class BertMultipleChoice(BertConfigModel, keras.Model):
     pooled = self.encoder.pooled_output(flat, training=training)  # [B*C, H]
     scores = self.choice_score(self.choice_dropout(pooled, training=training))  # [B*C, 1]
     return tf.reshape(scores, [-1, num_choices])  # [B, C]
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "dropout": self.dropout_rate}
 
 
 def probabilities(logits: np.ndarray) -> np.ndarray:
