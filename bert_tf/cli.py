@@ -142,6 +142,23 @@ def define_training_flags(steps_per_loop: int, log_steps: int, flag_values=None)
   _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
 
 
+def define_masking_flags(when: str | None = None, flag_values=None) -> None:
+  """Defines --mask_token_rate and --random_token_rate, how the chosen masked-LM positions are filled (the paper's
+  Table 8; google-research's 0.8 and 0.1), for create_pretraining_data.py (the masks it writes) and
+  run_pretraining.py (`when` "--dynamic_masking": the masks it makes), as key flags of the calling script."""
+  from absl import flags
+
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  before = set(flag_values)
+  flags = _BoundFlags(flags, flag_values)
+  share = f"With {when}: share" if when else "Share"
+  flags.DEFINE_float("mask_token_rate", 0.8, f"{share} of the masked-LM positions replaced by [MASK] (the paper's "
+                     "Table 8; google-research's 0.8).")
+  flags.DEFINE_float("random_token_rate", 0.1, f"{share} replaced by a random token (google-research's 0.1); the "
+                     "rest keep their token. The two add up to at most 1; the defaults are google-research's.")
+  _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
+
+
 def _declare_key_flags_of_caller(flag_values, names) -> None:
   """Makes `names` key flags of the module that called our caller: absl's `--help` lists the main module's key
   flags, and flags defined here belong to bert_tf.cli. (`flags.declare_key_flag` would declare them for this

@@ -28,10 +28,7 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of passes over the input, each with different masks.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a sequence shorter than the maximum length.")
-flags.DEFINE_float("mask_token_rate", 0.8, "Share of the masked-LM positions replaced by [MASK] (the paper's "
-                   "Table 8; google-research's 0.8).")
-flags.DEFINE_float("random_token_rate", 0.1, "Share replaced by a random token (google-research's 0.1); the rest "
-                   "keep their token. The two add up to at most 1; the defaults write google-research's records.")
+cli.define_masking_flags()  # --mask_token_rate, --random_token_rate
 # New flags.
 flags.DEFINE_integer("num_workers", 1, "Worker processes (sharded mode).")
 flags.DEFINE_integer("num_shards", 0, "Number of corpus shards; 0 = one per --shard_size_mb of input text. The "

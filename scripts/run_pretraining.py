@@ -55,10 +55,7 @@ if "eval_every_steps" not in FLAGS:  # the shared training flags may define it
                        "last one (0: never): logged and written to TensorBoard under <output_dir>/eval.")
 flags.DEFINE_integer("seed", 12345, "Seed of initialisation, data order and dynamic masking.")
 # The paper's ablations (Tables 5 and 8; docs/pretraining.md).
-flags.DEFINE_float("mask_token_rate", 0.8, "With --dynamic_masking: share of the chosen positions replaced by "
-                   "[MASK] (google-research's 0.8).")
-flags.DEFINE_float("random_token_rate", 0.1, "With --dynamic_masking: share replaced by a random token "
-                   "(google-research's 0.1); the rest keep their token. The two add up to at most 1.")
+cli.define_masking_flags("--dynamic_masking")  # --mask_token_rate, --random_token_rate
 flags.DEFINE_bool("no_nsp", False, "Masked LM only: no next-sentence head or loss (the records' "
                   "next_sentence_labels are read and ignored).")
 flags.DEFINE_bool("left_to_right", False, "A left-to-right language model (the paper's 'LTR & No NSP'; implies "

@@ -180,3 +180,15 @@ def test_the_run_scripts_define_only_their_tasks_own_flags():
     with open(os.path.join(repo, "scripts", f"{script}.py"), encoding="utf-8") as f:
       own = re.findall(r"DEFINE_\w+\(\s*\"(\w+)\"", f.read())
     assert own and not set(own) & shared, (script, sorted(set(own) & shared))
+
+
+def test_the_masking_flags_have_google_researchs_rates_and_say_when_they_apply():
+  values = flags.FlagValues()
+  cli.define_masking_flags("--dynamic_masking", flag_values=values)
+  values(["prog", "--random_token_rate=0.05"])
+  assert (values.mask_token_rate, values.random_token_rate) == (0.8, 0.05)
+  assert {"mask_token_rate", "random_token_rate"} <= {flag.name for flag in values.get_key_flags_for_module(__name__)}
+  assert values["mask_token_rate"].help.startswith("With --dynamic_masking: share of the masked-LM positions")
+  static = flags.FlagValues()
+  cli.define_masking_flags(flag_values=static)
+  assert static["random_token_rate"].help.startswith("Share replaced by a random token")
