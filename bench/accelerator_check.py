@@ -630,7 +630,9 @@ def part_two_vs_one(args, rec: Recorder) -> None:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   # TF32 rounds matmul inputs to 10 bits of mantissa: 1 and 2 replicas would differ by ~1e-3 from that alone.
   tf.config.experimental.enable_tensor_float_32_execution(False)
-  from bert_tf.training import distribute, pretraining, trainer
+  from bert_tf.tasks.pretraining import run as pretraining
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
+  from bert_tf.training import distribute, trainer
 
   s = sizes(args.dry_run)["two_vs_one"]
   config = bert_config(s)
@@ -660,7 +662,7 @@ def part_two_vs_one(args, rec: Recorder) -> None:
     try:
       strategy = distribute.get_strategy(strategy_name, num_gpus, all_reduce_alg=alg)
       run["strategy"] = distribute.describe(strategy)
-      pconfig = pretraining.PretrainingConfig(
+      pconfig = PretrainingConfig(
           input_file=data, output_dir=os.path.join(work, label.replace(" ", "_").replace(",", "")),
           bert_config=config, max_seq_length=s["seq"], max_predictions_per_seq=s["predictions"],
           train_batch_size=s["batch"], num_train_steps=s["steps"], num_warmup_steps=1,

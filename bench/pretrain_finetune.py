@@ -441,8 +441,8 @@ def heldout_perplexity(pretrained_dir: str, records: str, max_seq_length: int, m
 
   from bert_tf.config import BertConfig
   from bert_tf.model.pretraining import BertPretrainer, pretraining_loss_terms
+  from bert_tf.tasks.pretraining.run import recorded_options
   from bert_tf.training import inputs
-  from bert_tf.training.pretraining import recorded_options
 
   config = BertConfig.from_json_file(os.path.join(pretrained_dir, "bert_config.json"))
   if config.causal_attention:

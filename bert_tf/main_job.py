@@ -61,10 +61,11 @@ class MainJobConfig:
 
 def _pretrain(config: MainJobConfig, input_file: str, vocab_size: int, say: Callable[[str], None]) -> dict:
   from bert_tf.config import BertConfig
-  from bert_tf.training import pretraining
+  from bert_tf.tasks.pretraining import run as pretraining
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
 
   output_dir = os.path.join(config.work_dir, "pretraining")
-  run_config = pretraining.PretrainingConfig(
+  run_config = PretrainingConfig(
       input_file=input_file, output_dir=output_dir,
       bert_config=BertConfig.from_preset("tiny", vocab_size=vocab_size),
       max_seq_length=config.max_seq_length, max_predictions_per_seq=config.max_predictions_per_seq,

@@ -65,7 +65,7 @@ flags.DEFINE_bool("left_to_right", False, "A left-to-right language model (the p
 
 def _config():
   from bert_tf.config import BertConfig
-  from bert_tf.training import pretraining
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
 
   # Neither --do_train nor --do_eval: train, as this script did before it had them.
   do_train = FLAGS.do_train or not (FLAGS["do_train"].present or FLAGS["do_eval"].present)
@@ -73,7 +73,7 @@ def _config():
                                                    else ())):
     if not getattr(FLAGS, name):
       raise ValueError(f"--{name} is required")
-  return pretraining.PretrainingConfig(
+  return PretrainingConfig(
       input_file=FLAGS.input_file, output_dir=FLAGS.output_dir,
       bert_config=BertConfig.from_json_file(FLAGS.bert_config_file), bert_config_file=FLAGS.bert_config_file,
       init_checkpoint=FLAGS.init_checkpoint,
@@ -97,7 +97,7 @@ def main(argv):
   run_identity.check_output_dir(FLAGS.output_dir)  # a file there: one line, before TensorFlow loads
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
-  from bert_tf.training import pretraining
+  from bert_tf.tasks.pretraining import run as pretraining
 
   cli.start_training()
   result = pretraining.run_pretraining(config)

@@ -23,7 +23,9 @@ if logical > 1:
 tf.config.experimental.enable_op_determinism()
 
 import training_helpers as th  # noqa: E402
-from bert_tf.training import distribute, pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import run as pretraining  # noqa: E402
+from bert_tf.tasks.pretraining.config import PretrainingConfig  # noqa: E402
+from bert_tf.training import distribute, trainer  # noqa: E402
 
 
 def run_case(workdir, case, data):
@@ -31,7 +33,7 @@ def run_case(workdir, case, data):
   strategy = distribute.get_strategy(name, tpu_name="local" if name == "tpu" else None,
                                      all_reduce_alg=(all_reduce_alg or [None])[0])
   out = os.path.join(workdir, case.replace(":", "-"))
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=out, bert_config=th.tiny_bert_config(float(os.environ.get("DROPOUT", "0"))),
       max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=int(os.environ.get("BATCH", "8")),
@@ -40,7 +42,7 @@ def run_case(workdir, case, data):
       export_encoder=False, seed=7)
   captured = {}
 
-  class Recording(pretraining.trainer.Trainer):
+  class Recording(trainer.Trainer):
     def train(self):
       result = super().train()
       captured["trainer"] = self

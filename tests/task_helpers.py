@@ -96,15 +96,17 @@ def make_task(task: str, data: str, output_dir: str = "", dtype: str = "float32"
               steps: int = 3, batch: int = 8, accumulation: int = 1, jit_compile: bool = False):
   """`task`'s trainer.Task on `data` (from `write_data`) -> (the task, its TrainerConfig, its optimizer_fn): tiny
   BERT, AdamW on the warmup-then-decay schedule, one progress line per step."""
-  from bert_tf.training import optimization, pretraining, trainer
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
+  from bert_tf.tasks.pretraining.task import PretrainingTask
+  from bert_tf.training import optimization, trainer
 
   config = th.tiny_bert_config()
   if task == "pretraining":
-    run = pretraining.PretrainingConfig(
+    run = PretrainingConfig(
         input_file=data, output_dir=output_dir, bert_config=config, max_seq_length=T, max_predictions_per_seq=th.P,
         train_batch_size=batch, num_train_steps=steps, num_warmup_steps=1, learning_rate=LEARNING_RATE, seed=11,
         dtype=dtype, export_encoder=False)
-    made = pretraining.PretrainingTask(run)
+    made = PretrainingTask(run)
   elif task == "classifier":
     from bert_tf.tasks.classification.classifier import ClassificationTask
 

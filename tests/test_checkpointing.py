@@ -108,14 +108,16 @@ def test_latest_reads_a_relative_directory_and_an_older_state_file_with_doubled_
 
 
 def test_an_in_graph_stop_ends_a_host_loop_after_the_step_in_flight(tmp_path):
-  from bert_tf.training import optimization, pretraining, trainer
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
+  from bert_tf.tasks.pretraining.task import PretrainingTask
+  from bert_tf.training import optimization, trainer
 
   data = th.write_records(tmp_path / "data", num_files=1, per_file=7)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(),
       max_seq_length=th.T, max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=50,
       num_warmup_steps=0, distribution_strategy="one_device")
-  run = trainer.Trainer(pretraining.PretrainingTask(config), tf.distribute.OneDeviceStrategy("/cpu:0"),
+  run = trainer.Trainer(PretrainingTask(config), tf.distribute.OneDeviceStrategy("/cpu:0"),
                         lambda: optimization.create_optimizer("adamw", 1e-4, 50, 0), config.trainer_config())
   _, done = run._loop_fn(run.iterator, tf.constant(5))
   assert int(done) == 5

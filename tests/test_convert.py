@@ -309,11 +309,12 @@ def test_hf_config_mapping():
 def pretrained(tmp_path_factory):
   """A tiny model pretrained here: 4 steps of run_pretraining, training checkpoints at steps 2 and 4."""
   import training_helpers as th
-  from bert_tf.training import pretraining
+  from bert_tf.tasks.pretraining import run as pretraining
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
 
   directory = tmp_path_factory.mktemp("pretrained")
   data = th.write_records(directory / "data", num_files=1, per_file=9)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(directory / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=4, num_warmup_steps=0, learning_rate=1e-2,
       save_checkpoints_steps=2, distribution_strategy="one_device")

@@ -10,7 +10,9 @@ import pytest
 import tensorflow as tf
 
 import training_helpers as th
-from bert_tf.training import evaluation, optimization, pretraining, trainer
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.tasks.pretraining.task import PretrainingTask
+from bert_tf.training import evaluation, optimization, trainer
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 STEPS = 9
@@ -37,7 +39,7 @@ def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, eve
   """A tiny pretraining run (dropout on) evaluated every `every` steps; `metric` (the best's) at step s is
   scores[s], and `checksum` (the sum of the squared weights) shows which weights each evaluation saw."""
   keras.utils.set_random_seed(5)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(dropout=0.1),
       max_seq_length=th.T, max_predictions_per_seq=th.P, train_batch_size=3, num_train_steps=STEPS,
       num_warmup_steps=1, learning_rate=1e-2, save_checkpoints_steps=5, steps_per_loop=4, log_steps=3, seed=11)
@@ -47,7 +49,7 @@ def _run(data, output_dir, scores, kill_at=None, keep_best=True, patience=0, eve
     step = int(holder["run"].step.numpy())
     return {metric: scores[step], "checksum": _checksum(model), "label": "not a number"}
 
-  run = KilledAt(pretraining.PretrainingTask(config), STRATEGY,
+  run = KilledAt(PretrainingTask(config), STRATEGY,
                  lambda: optimization.create_optimizer("adamw", 1e-2, STEPS, 1), config.trainer_config(),
                  evaluation.Evaluation(evaluate, metric, every, keep_best, patience))
   run.kill_at = kill_at

@@ -1,4 +1,4 @@
-"""bert_tf.training.pretraining's input checks: every record file before any work, and the damaged record named
+"""bert_tf.tasks.pretraining's input checks: every record file before any work, and the damaged record named
 after TensorFlow's DataLossError mid-run."""
 
 import os
@@ -11,7 +11,9 @@ import tensorflow as tf
 
 import training_helpers as th
 from bert_tf.data import records
-from bert_tf.training import pretraining
+from bert_tf.tasks.pretraining import run as pretraining
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.tasks.pretraining.task import Evaluator, PretrainingTask
 
 CONFIG_FILE = "tiny/bert_config.json"  # only named in messages
 
@@ -27,7 +29,7 @@ def _write(path, ids=(2, 7, 3), t=th.T, masked_id=7) -> int:
 def _config(input_file, **overrides):
   fields = dict(input_file=str(input_file), output_dir="unused", bert_config=th.tiny_bert_config(),
                 bert_config_file=CONFIG_FILE, max_seq_length=th.T, max_predictions_per_seq=th.P)
-  return pretraining.PretrainingConfig(**{**fields, **overrides})
+  return PretrainingConfig(**{**fields, **overrides})
 
 
 def test_good_records_pass(tmp_path):
@@ -88,7 +90,7 @@ def test_input_error_names_the_damaged_record(tmp_path):
   data = bytearray(bad.read_bytes())
   data[2 * frame + 20] ^= 0x04
   bad.write_bytes(bytes(data))
-  task = pretraining.PretrainingTask(_config(tmp_path / "*.tfrecord"))
+  task = PretrainingTask(_config(tmp_path / "*.tfrecord"))
   error = tf.errors.DataLossError(None, None, "{{function_node __wrapped__IteratorGetNext_output_types_1_device_/"
                                   "job:localhost/replica:0/task:0/device:CPU:0}} corrupted record at 120 "
                                   "[Op:IteratorGetNext]\n\t [[{{node IteratorGetNext}}]]")
@@ -160,7 +162,7 @@ def test_a_full_disk_at_the_encoder_export_says_training_is_saved_and_what_to_fr
     raise OSError(errno.ENOSPC, "No space left on device")
 
   monkeypatch.setattr(checkpoints, "export_encoder", no_space)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=2, num_warmup_steps=0,
       distribution_strategy="one_device")
@@ -199,7 +201,7 @@ def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_bat
   import keras
 
   keras.utils.set_random_seed(3)
-  task = pretraining.PretrainingTask(_config("unused", no_nsp=objective == "no_nsp"))
+  task = PretrainingTask(_config("unused", no_nsp=objective == "no_nsp"))
   model = task.build_model()
   rng = np.random.default_rng(1)
   features = _eval_features(rng, 11)  # batches of 3: 3, 3, 3, 2; max_steps=3 reads 9
@@ -208,7 +210,7 @@ def test_evaluation_is_google_researchs_weighted_metrics_over_max_eval_steps_bat
   features["masked_lm_ids"] = np.where(rng.random(predicted.shape) < 0.5, predicted,
                                        features["masked_lm_ids"]).astype(np.int32)
   dataset = tf.data.Dataset.from_tensor_slices(features).batch(3)
-  results = pretraining.Evaluator(task).evaluate(model, dataset, max_steps=3)
+  results = Evaluator(task).evaluate(model, dataset, max_steps=3)
 
   f = {k: v[:9] for k, v in features.items()}
   outputs = model(f, training=False)
@@ -240,11 +242,11 @@ def test_left_to_right_evaluation_reports_next_token_accuracy_and_loss():
   import keras
 
   keras.utils.set_random_seed(4)
-  task = pretraining.PretrainingTask(_config("unused", left_to_right=True))
+  task = PretrainingTask(_config("unused", left_to_right=True))
   model = task.build_model()
   features = {k: v for k, v in _eval_features(np.random.default_rng(2), 5).items()
               if k in ("input_ids", "input_mask", "segment_ids")}
-  results = pretraining.Evaluator(task).evaluate(model, tf.data.Dataset.from_tensor_slices(features).batch(5),
+  results = Evaluator(task).evaluate(model, tf.data.Dataset.from_tensor_slices(features).batch(5),
                                                 max_steps=100)
   log_probs = _log_softmax(model(features, training=False)["lm_logits"])[:, :-1]  # position t predicts t+1
   labels, w = features["input_ids"][:, 1:], features["input_mask"][:, 1:].astype(np.float64)

@@ -14,7 +14,9 @@ import training_helpers as th
 from bert_tf.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pretraining import BertPretrainer, next_token_loss_terms, pretraining_loss, pretraining_loss_terms
-from bert_tf.training import inputs, pretraining, run_identity
+from bert_tf.tasks.pretraining import run as pretraining
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.training import inputs, run_identity
 from test_encoder import randomize, tiny_config, tiny_inputs
 from test_pretraining_model import numpy_lm_logits, tiny_features
 
@@ -226,7 +228,7 @@ def _run_config(data, out, **overrides):
                 max_predictions_per_seq=th.P, train_batch_size=4, num_train_steps=2, num_warmup_steps=0,
                 save_checkpoints_steps=2, steps_per_loop=1, log_steps=1, distribution_strategy="one_device",
                 export_encoder=False)
-  return pretraining.PretrainingConfig(**{**fields, **overrides})
+  return PretrainingConfig(**{**fields, **overrides})
 
 
 def test_option_checks():
@@ -303,7 +305,7 @@ def test_dynamic_masking_rates_are_recorded_and_a_resume_with_others_is_refused(
           in str(error.value))
   # A directory from before run records: pretraining_options.json, which runs wrote then, tells.
   os.remove(tmp_path / "out" / run_identity.RECORD_NAME)
-  (tmp_path / "out" / pretraining.OPTIONS_NAME).write_text(json.dumps(pretraining.run_options(config)))
+  (tmp_path / "out" / pretraining.OPTIONS_NAME).write_text(json.dumps(pretraining.resume_options(config)))
   with pytest.raises(ValueError, match=r"other masking options \(--mask_token_rate=1.0 there, 0.8 here, "):
     pretraining.run_pretraining(_run_config(unmasked, tmp_path / "out", dynamic_masking=True, vocab_file=vocab,
                                             num_train_steps=2))

@@ -15,6 +15,7 @@ TASKS = {
     "ner": {"hf_head", "data", "model", "feature_based", "metrics", "folder", "serving", "run"},
     "swag": {"hf_head", "data", "model", "folder", "serving", "run"},
     "features": {"extraction"},
+    "pretraining": {"config", "task", "run"},
     "common": {"features", "head", "labels", "layer_choice", "folder", "serving", "task"},
 }
 

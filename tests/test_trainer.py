@@ -12,7 +12,10 @@ import tensorflow as tf
 
 import training_helpers as th
 from bert_tf.model import checkpoints
-from bert_tf.training import checkpointing, optimization, pretraining, trainer
+from bert_tf.tasks.pretraining import run as pretraining
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.tasks.pretraining.task import PretrainingTask
+from bert_tf.training import checkpointing, optimization, trainer
 
 STRATEGY = tf.distribute.OneDeviceStrategy("/cpu:0")
 
@@ -24,13 +27,13 @@ def data(tmp_path_factory):
 
 def _train(data, output_dir, steps=2, batch=6, accumulation=1, dtype="float32", jit=False, optimizer="adamw"):
   keras.utils.set_random_seed(3)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=batch, num_train_steps=steps, num_warmup_steps=1,
       learning_rate=1e-2, save_checkpoints_steps=100, steps_per_loop=steps, log_steps=1,
       gradient_accumulation_steps=accumulation, dtype=dtype, jit_compile=jit, optimizer=optimizer, seed=11)
   run = trainer.Trainer(
-      pretraining.PretrainingTask(config), STRATEGY,
+      PretrainingTask(config), STRATEGY,
       lambda: optimization.create_optimizer(optimizer, 1e-2, steps, 1, dtype=dtype), config.trainer_config())
   result = run.train()
   return run, result
@@ -169,7 +172,7 @@ def test_encoder_hand_off_in_every_form(trained, tmp_path):
 def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path, trained):
   data = th.write_records(tmp_path / "dynamic", num_files=2, dynamic=True)
   init = os.path.join(trained[0].config.output_dir, "checkpoints")
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=4, num_train_steps=2, num_warmup_steps=0, steps_per_loop=2,
       log_steps=2, dynamic_masking=True, vocab_file=th.write_vocab(tmp_path), init_checkpoint=init,
@@ -181,15 +184,15 @@ def test_dynamic_masking_run_from_an_init_checkpoint_and_record_checks(tmp_path,
   for got, want in zip(encoder.weights, trained[0].model.encoder.weights):
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, err_msg=want.path)
 
-  static = pretraining.PretrainingConfig(**{**vars(config), "dynamic_masking": False})
+  static = PretrainingConfig(**{**vars(config), "dynamic_masking": False})
   with pytest.raises(ValueError, match="records are unmasked; add --dynamic_masking"):
     pretraining.check_records(static)
   with pytest.raises(ValueError, match="--max_seq_length=13"):
-    pretraining.check_records(pretraining.PretrainingConfig(**{**vars(config), "max_seq_length": 12}))
+    pretraining.check_records(PretrainingConfig(**{**vars(config), "max_seq_length": 12}))
   with pytest.raises(ValueError, match="--num_warmup_steps=5: must be in"):
-    pretraining.PretrainingConfig(**{**vars(config), "num_warmup_steps": 5}).validate()
+    PretrainingConfig(**{**vars(config), "num_warmup_steps": 5}).validate()
   with pytest.raises(ValueError, match="mixed_bfloat16"):
-    pretraining.PretrainingConfig(**{**vars(config), "dtype": "mixed_float16",
+    PretrainingConfig(**{**vars(config), "dtype": "mixed_float16",
                                      "distribution_strategy": "tpu"}).validate()
 
 
@@ -202,12 +205,12 @@ CURVE_TOLERANCE = 0.03
 
 def _curve(data, output_dir, dtype, steps=30, growth_steps=None):
   keras.utils.set_random_seed(3)
-  config = pretraining.PretrainingConfig(
+  config = PretrainingConfig(
       input_file=data, output_dir=str(output_dir), bert_config=th.tiny_bert_config(), max_seq_length=th.T,
       max_predictions_per_seq=th.P, train_batch_size=6, num_train_steps=steps, num_warmup_steps=5,
       learning_rate=3e-3, save_checkpoints_steps=steps, steps_per_loop=5, log_steps=5, dtype=dtype, seed=11)
   run = trainer.Trainer(
-      pretraining.PretrainingTask(config), STRATEGY,
+      PretrainingTask(config), STRATEGY,
       lambda: optimization.create_optimizer("adamw", 3e-3, steps, 5, dtype=dtype,
                                             loss_scale_growth_steps=growth_steps), config.trainer_config())
   return run, run.train()

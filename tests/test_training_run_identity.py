@@ -349,7 +349,8 @@ def test_swag_refuses_another_number_of_training_examples(tmp_path, stopped):
 def test_pretraining_refuses_another_learning_rate_and_other_records_and_resumes_more_steps(tmp_path):
   import tensorflow as tf
 
-  from bert_tf.training import pretraining
+  from bert_tf.tasks.pretraining import run as pretraining
+  from bert_tf.tasks.pretraining.config import PretrainingConfig
 
   data = th.write_records(tmp_path / "data", num_files=2, per_file=3)
 
@@ -357,7 +358,7 @@ def test_pretraining_refuses_another_learning_rate_and_other_records_and_resumes
     fields = dict(input_file=data, output_dir=str(tmp_path / "out"), bert_config=th.tiny_bert_config(),
                   max_seq_length=th.T, max_predictions_per_seq=th.P, train_batch_size=2, num_train_steps=2,
                   num_warmup_steps=0, distribution_strategy="one_device")
-    return pretraining.PretrainingConfig(**{**fields, **changes})
+    return PretrainingConfig(**{**fields, **changes})
 
   def stop(*args, **kwargs):
     raise _Stop

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 import training_helpers as th
-from bert_tf.training import finetuning, pretraining
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.training import finetuning
 from bert_tf.training.run_options import RunOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,8 +23,8 @@ def _finetuning(**fields) -> finetuning.FinetuningConfig:
   return finetuning.FinetuningConfig(output_dir="out/task", bert_config=th.tiny_bert_config(), **fields)
 
 
-def _pretraining(**fields) -> pretraining.PretrainingConfig:
-  return pretraining.PretrainingConfig(input_file="in.tfrecord", output_dir="out/pretraining",
+def _pretraining(**fields) -> PretrainingConfig:
+  return PretrainingConfig(input_file="in.tfrecord", output_dir="out/pretraining",
                                        bert_config=th.tiny_bert_config(), max_seq_length=th.T,
                                        max_predictions_per_seq=th.P, **fields)
 

@@ -1,10 +1,15 @@
-"""BERT pretraining (masked LM + next sentence) as a `Task` of the shared trainer, and the run that
-`scripts/run_pretraining.py` calls.
+"""The pretraining run that `scripts/run_pretraining.py` calls: `run_pretraining(config)`.
 
-The loss is google-research's: sum(w * masked-LM cross-entropy) / (sum(w) + 1e-5) + mean(NSP cross-entropy),
-over the global batch. The paper's ablations (Table 5) are options: `no_nsp` drops the NSP head and term;
-`left_to_right` trains a left-to-right LM (causal attention, next-token loss over every real position
-sum(w * cross-entropy) / (sum(w) + 1e-5), no NSP) on unmasked records.
+  validate --> every input file checked (`check_records`: before any work) --> seed --> strategy --> the run lock
+  (one run per output dir) --> what the output dir's run is (`run_identity`: a rerun that would change it is
+  refused, more steps resume) --> train (`PretrainingTask` through the shared trainer; the encoder from
+  --init_checkpoint unless a checkpoint is resumed; kill and resume exact) --> the encoder hand-off
+  (encoder_checkpoint/, encoder_savedmodel/, bert_config.json: what fine-tuning's --init_checkpoint reads) -->
+  --do_eval (without --do_train: of the newest checkpoint in the output dir, with no lock).
+
+Fine-tuning's driver (bert_tf/training/driver.py) runs the same steps for the registered tasks, with a tokenizer, a
+model folder, prediction and export that pretraining has not; the pieces are shared where the steps agree (the run
+options and their strategy, `run_identity`, the trainer, evaluation while training).
 
 Evaluation is google-research's `--do_eval`: the masked-LM accuracy and loss weighted by masked_lm_weights, the
 next-sentence accuracy and loss, over up to `max_eval_steps` batches of `eval_batch_size` held-out records,
@@ -22,276 +27,14 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.config import BertConfig
-from bert_tf.data.instances import DEFAULT_MASKING_RATES, check_masking_rates
 from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.model import checkpoints
+from bert_tf.tasks.pretraining.config import PretrainingConfig
+from bert_tf.tasks.pretraining.task import Evaluator, PretrainingTask
 from bert_tf.training import distribute, evaluation, inputs, optimization, run_identity, run_lock, trainer
-from bert_tf.training.run_options import RunOptions
 
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
-
-
-@dataclasses.dataclass
-class PretrainingConfig(RunOptions):
-  """One pretraining run; field names are the script's flags (google-research's where it had them). The run
-  options (strategy, devices, precision, cadence: `RunOptions`, whose defaults are pretraining's) are
-  keyword-only."""
-
-  input_file: str
-  output_dir: str
-  bert_config: BertConfig
-  bert_config_file: str | None = None  # where bert_config was read from, for messages
-  init_checkpoint: str | None = None
-  max_seq_length: int = 128
-  max_predictions_per_seq: int = 20
-  train_batch_size: int = 32  # global, per optimizer update
-  learning_rate: float = 1e-4
-  num_train_steps: int = 100000
-  num_warmup_steps: int = 10000
-  dynamic_masking: bool = False
-  do_whole_word_mask: bool = False  # with dynamic_masking: mask a word's "##" pieces together
-  vocab_file: str | None = None
-  export_encoder: bool = True
-  # With dynamic_masking: the shares of the chosen positions replaced by [MASK] and by a random token (the rest
-  # keep theirs); google-research's 80/10/10 by default (the paper's Table 8 varies them).
-  mask_token_rate: float = 0.8
-  random_token_rate: float = 0.1
-  no_nsp: bool = False  # masked LM only: no next-sentence head or loss; the records' labels are not read
-  # A left-to-right LM (the paper's "LTR & No NSP"): the model's config gets causal_attention, the loss is the
-  # next-token cross-entropy, there is no NSP; reads unmasked records (create_pretraining_data.py
-  # --dynamic_masking) as they are.
-  left_to_right: bool = False
-  # google-research's --do_train / --do_eval; evaluation reads eval_input_file (default: input_file, as
-  # google-research's), one pass in file order, at most max_eval_steps batches of eval_batch_size.
-  do_train: bool = True
-  do_eval: bool = False
-  eval_input_file: str | None = None
-  eval_batch_size: int = 8
-  max_eval_steps: int = 100
-  eval_every_steps: int = 0  # also evaluate every this many steps during training (0: never)
-
-  def validate(self) -> None:
-    """Checks that need no TensorFlow devices; raises ValueError naming the flag and the fix."""
-    run_identity.check_output_dir(self.output_dir)
-    if self.init_checkpoint:  # first: a path that does not exist, an empty folder, a file that is no checkpoint
-      checkpoints.check_checkpoint_path(self.init_checkpoint)
-    positions = self.bert_config.max_position_embeddings
-    if self.max_seq_length > positions:
-      # The position embedding table has no row past max_position_embeddings - 1.
-      raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings={positions} "
-                       f"in {self.bert_config_source()}: lower --max_seq_length (and write records of that "
-                       f"length) or use a config with max_position_embeddings >= {self.max_seq_length}")
-    if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-      raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be in [1, "
-                       f"--max_seq_length={self.max_seq_length}]")
-    if not (self.do_train or self.do_eval):
-      raise ValueError("--do_train=false and no --do_eval: nothing to do; pass --do_train and/or --do_eval")
-    for name in ("eval_batch_size", "max_eval_steps"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"--{name}={getattr(self, name)}: must be >= 1")
-    if self.eval_every_steps < 0:
-      raise ValueError(f"--eval_every_steps={self.eval_every_steps}: must be >= 0 (0: no evaluation during "
-                       "training)")
-    if self.num_train_steps < 1:
-      raise ValueError(f"--num_train_steps={self.num_train_steps}: must be >= 1")
-    if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-      raise ValueError(f"--num_warmup_steps={self.num_warmup_steps}: must be in [0, --num_train_steps="
-                       f"{self.num_train_steps}]")
-    if self.learning_rate <= 0:
-      raise ValueError(f"--learning_rate={self.learning_rate}: must be > 0")
-    self.check_run_options()
-    if self.dynamic_masking and not self.vocab_file:
-      raise ValueError("--dynamic_masking needs --vocab_file (for the [MASK], [CLS], [SEP], [PAD] ids)")
-    check_masking_rates(self.mask_token_rate, self.random_token_rate)
-    if not self.dynamic_masking and (self.mask_token_rate, self.random_token_rate) != DEFAULT_MASKING_RATES:
-      raise ValueError("--mask_token_rate / --random_token_rate need --dynamic_masking: static records were "
-                       "masked when they were written; pass the rates to create_pretraining_data.py instead, or "
-                       "write unmasked records (--dynamic_masking there) and add --dynamic_masking here")
-    if self.left_to_right and self.dynamic_masking:
-      raise ValueError("--left_to_right reads unmasked records as they are and predicts every next token; drop "
-                       "--dynamic_masking (the records stay those written with create_pretraining_data.py "
-                       "--dynamic_masking)")
-    if self.bert_config.causal_attention and not self.left_to_right:
-      raise ValueError(f"{self.bert_config_source()} says causal_attention (a left-to-right model): add "
-                       "--left_to_right, or use a config without causal_attention")
-    if self.do_whole_word_mask and not self.dynamic_masking:
-      raise ValueError("--do_whole_word_mask needs --dynamic_masking: static records were masked when they "
-                       "were written; pass --do_whole_word_mask to create_pretraining_data.py instead, or write "
-                       "unmasked records (--dynamic_masking there) and add --dynamic_masking here")
-
-  @property
-  def next_sentence(self) -> bool:
-    """Whether the model has the next-sentence head and loss."""
-    return not (self.no_nsp or self.left_to_right)
-
-  @property
-  def objective(self) -> str:
-    """"bert" (masked LM + NSP), "no_nsp" (masked LM) or "left_to_right": what pretraining_options.json says."""
-    return "left_to_right" if self.left_to_right else "no_nsp" if self.no_nsp else "bert"
-
-  def model_config(self) -> BertConfig:
-    """The BertConfig of the model: bert_config, with causal_attention for a left-to-right run. What the run
-    writes to <output_dir>/bert_config.json, so that fine-tuning builds the same (causal) encoder."""
-    if self.left_to_right and not self.bert_config.causal_attention:
-      return dataclasses.replace(self.bert_config, causal_attention=True)
-    return self.bert_config
-
-  @property
-  def eval_input(self) -> str:
-    """The evaluation records: eval_input_file, else the training records (google-research's default)."""
-    return self.eval_input_file or self.input_file
-
-  def bert_config_source(self) -> str:
-    """The config's file for messages, or the flag's name when the config was built in code."""
-    return self.bert_config_file or "--bert_config_file"
-
-  def trainer_config(self) -> trainer.TrainerConfig:
-    return trainer.TrainerConfig(
-        output_dir=self.output_dir, global_batch_size=self.train_batch_size, num_train_steps=self.num_train_steps,
-        gradient_accumulation_steps=self.gradient_accumulation_steps, steps_per_loop=self.steps_per_loop,
-        save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
-        log_steps=self.log_steps, jit_compile=self.jit_compile)
-
-
-class PretrainingTask(trainer.Task):
-  """Masked LM + next-sentence prediction on google-research's pretraining records; or masked LM alone
-  (`no_nsp`), or a left-to-right LM (`left_to_right`)."""
-
-  def __init__(self, config: PretrainingConfig, masking: inputs.MaskingConfig | None = None):
-    self.config = config
-    self.masking = masking
-
-  def build_model(self) -> keras.Model:
-    from bert_tf.model.pretraining import BertPretrainer
-
-    # The policy goes to the model, not keras' global setting, so nothing else in the process changes.
-    return BertPretrainer(self.config.model_config(), dtype=self.config.dtype,
-                          next_sentence=self.config.next_sentence)
-
-  def build_dataset(self, batch_size, input_context):
-    c = self.config
-    return inputs.pretraining_dataset(c.input_file, batch_size, c.max_seq_length, c.max_predictions_per_seq,
-                                      input_context=input_context, seed=c.seed, masking=self.masking,
-                                      unmasked=c.left_to_right)
-
-  def build_eval_dataset(self) -> tf.data.Dataset:
-    """The evaluation batches: eval_input, one pass in file order, eval_batch_size records each (the last
-    batch may be short); dynamic masking masks them the same way at every evaluation."""
-    c = self.config
-    return inputs.pretraining_dataset(c.eval_input, c.eval_batch_size, c.max_seq_length, c.max_predictions_per_seq,
-                                      is_training=False, seed=c.seed, masking=self.masking,
-                                      unmasked=c.left_to_right)
-
-  def normalizers(self, features):
-    from bert_tf.model.pretraining import next_token_weights
-
-    if self.config.left_to_right:
-      return {"lm_weight_sum": tf.reduce_sum(next_token_weights(features["input_mask"]))}
-    normalizers = {"mlm_weight_sum": tf.reduce_sum(features["masked_lm_weights"])}
-    if self.config.next_sentence:
-      normalizers["nsp_count"] = tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)
-    return normalizers
-
-  def loss_terms(self, features, outputs):
-    from bert_tf.model.pretraining import pretraining_loss_terms
-
-    return pretraining_loss_terms(features, outputs)
-
-  def loss(self, terms, normalizers):
-    if self.config.left_to_right:
-      return terms["lm_loss_sum"] / (normalizers["lm_weight_sum"] + 1e-5)
-    loss = terms["mlm_loss_sum"] / (normalizers["mlm_weight_sum"] + 1e-5)
-    if self.config.next_sentence:
-      loss += terms["nsp_loss_sum"] / normalizers["nsp_count"]
-    return loss
-
-  def metrics(self, sums):
-    if self.config.left_to_right:
-      weights = max(sums["lm_weight_sum"], 1e-5)
-      return {"lm_loss": sums["lm_loss_sum"] / weights, "lm_accuracy": sums["lm_correct_sum"] / weights}
-    weights = max(sums["mlm_weight_sum"], 1e-5)
-    metrics = {"mlm_loss": sums["mlm_loss_sum"] / weights, "mlm_accuracy": sums["mlm_correct_sum"] / weights}
-    if self.config.next_sentence:
-      count = max(sums["nsp_count"], 1.0)
-      metrics.update(nsp_loss=sums["nsp_loss_sum"] / count, nsp_accuracy=sums["nsp_correct_sum"] / count)
-    return metrics
-
-  def checkpoint_items(self, model):
-    # The encoder and heads also sit at the root, as in scripts/convert_checkpoint.py's `ours` checkpoints,
-    # so `handoff.restore_encoder` and `convert.load_ours` read a training checkpoint directly.
-    items = {"model": model, "encoder": model.encoder, "mlm_head": model.mlm_head}
-    if model.nsp_head is not None:
-      items["nsp_head"] = model.nsp_head
-    return items
-
-  def input_error(self, error: Exception) -> str:
-    """One line for an error (tf.errors.DataLossError, ...) raised while reading the input mid-training: the
-    damaged file and record, found by re-reading every input file and checking every CRC (TensorFlow's message
-    names neither), or else the first line of TensorFlow's message."""
-    from bert_tf import fileio
-    from bert_tf.data import records
-
-    try:
-      found = records.find_corrupt_record(fileio.expand_globs(self.config.input_file))
-    except (OSError, ValueError, tf.errors.OpError):  # Files gone or unreadable now: TensorFlow's words must do.
-      found = None
-    if found:
-      return found
-    return first_line(error)
-
-
-# The training metrics' names (PretrainingTask.metrics) -> the names of eval_results.txt: google-research's for
-# the masked LM and next sentence; next_token_* for the left-to-right LM's next-token predictions.
-EVAL_NAMES = {"mlm_accuracy": "masked_lm_accuracy", "mlm_loss": "masked_lm_loss",
-              "nsp_accuracy": "next_sentence_accuracy", "nsp_loss": "next_sentence_loss",
-              "lm_accuracy": "next_token_accuracy", "lm_loss": "next_token_loss"}
 EVAL_RESULTS_NAME = "eval_results.txt"  # in output_dir, google-research's `key = value` lines
-
-
-class Evaluator:
-  """Evaluates a pretraining model on the task's evaluation batches, as google-research's `--do_eval` does; the
-  `evaluate` of the trainer's `Evaluation` with --eval_every_steps.
-
-  Every metric is one ratio over all evaluated batches: masked_lm_accuracy = sum(w * correct) / sum(w) and
-  masked_lm_loss = sum(w * cross-entropy) / sum(w) with w = masked_lm_weights (so padding slots count for
-  nothing), next_sentence_* over the examples (`PretrainingTask.metrics`); `loss` is the training loss averaged
-  over the batches (the Estimator's `loss`). It reads its own dataset and runs the model with training=False:
-  neither the training input iterator nor any random state (dropout seeds) moves, so evaluating during
-  training leaves the training run, and a kill and resume of it, bit for bit unchanged.
-  """
-
-  def __init__(self, task: PretrainingTask):
-    self.task = task
-    self._model = self._batch_fn = None
-
-  def __call__(self, model: keras.Model) -> dict[str, float]:
-    """`max_eval_steps` batches of the evaluation records -> the results eval_results.txt holds but
-    global_step."""
-    return self.evaluate(model, self.task.build_eval_dataset(), self.task.config.max_eval_steps)
-
-  def _batch(self, model, features):
-    outputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), model(features, training=False))
-    terms = {k: tf.cast(v, tf.float32) for k, v in self.task.loss_terms(features, outputs).items()}
-    normalizers = {k: tf.cast(v, tf.float32) for k, v in self.task.normalizers(features).items()}
-    return dict(terms, **normalizers, loss=self.task.loss(terms, normalizers))
-
-  def evaluate(self, model: keras.Model, dataset: tf.data.Dataset, max_steps: int) -> dict[str, float]:
-    """Up to `max_steps` batches of `dataset` -> the results eval_results.txt holds but global_step."""
-    if model is not self._model:  # one traced function per model, reused at every evaluation
-      self._model = model
-      self._batch_fn = tf.function(lambda features: self._batch(model, features),
-                                   reduce_retracing=True)  # the last batch may be short
-    sums: dict[str, float] = {}
-    losses = []
-    for features in dataset.take(max_steps):
-      values = {k: float(v) for k, v in self._batch_fn(features).items()}
-      losses.append(values.pop("loss"))
-      sums = {k: sums.get(k, 0.0) + v for k, v in values.items()}
-    if not losses:
-      raise ValueError(f"--eval_input_file={self.task.config.eval_input}: no records to evaluate")
-    results = {EVAL_NAMES[k]: v for k, v in self.task.metrics(sums).items()}
-    return {**results, "loss": sum(losses) / len(losses)}
 
 
 def write_eval_results(output_dir: str, results: dict[str, float]) -> str:
@@ -426,7 +169,7 @@ def run_identity_of(config: PretrainingConfig, input_files: list[str]) -> run_id
   return run_identity.RunIdentity("pretraining", settings, {"num_train_steps": config.num_train_steps})
 
 
-def run_options(config: PretrainingConfig) -> dict:
+def resume_options(config: PretrainingConfig) -> dict:
   """What <output_dir>/pretraining_options.json recorded before run records (run_identity): the options a
   resumed run must repeat (the objective; with dynamic masking the rates, which the checkpoint cannot show)."""
   options = {"objective": config.objective}
@@ -441,7 +184,7 @@ _RESUME_FIX = "rerun with that run's flags to resume it, or use another --output
 
 
 def recorded_options(output_dir: str) -> dict | None:
-  """The options <output_dir>/pretraining_options.json records (see `run_options`), or None where a run wrote
+  """The options <output_dir>/pretraining_options.json records (see `resume_options`), or None where a run wrote
   none (one from before that file, or after it: run.json holds them now)."""
   from bert_tf import fileio
 
@@ -463,7 +206,7 @@ def check_resume_options(config: PretrainingConfig) -> None:
   if latest is None:
     return
   path = os.path.join(config.output_dir, OPTIONS_NAME)
-  wanted = run_options(config)
+  wanted = resume_options(config)
   recorded = recorded_options(config.output_dir)
   if recorded is None:
     has_nsp = any(name.startswith("nsp_head/") for name, _ in tf.train.list_variables(latest))
