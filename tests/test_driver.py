@@ -55,17 +55,14 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.config import BertConfig
 from bert_tf.data import records
-from bert_tf.model.encoder import BertConfigModel, BertEncoder
-from bert_tf.model.layers import truncated_normal
 from bert_tf.tasks.common import features
 from bert_tf.tasks.common.folder import ModelFolder
+from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import PerExampleTask
 from bert_tf.training import driver, finetuning, run_identity
 
@@ -133,18 +130,16 @@ def dataset(path: str, batch_size: int, max_seq_length: int, is_training: bool, 
 # -- Head and the trainer's task ------------------------------------------------------------------------------
 
 
-class ToyModel(BertConfigModel, keras.Model):
-  """The encoder and a dense layer on its pooled [CLS]: int32 [B, T] inputs -> logits [B, 2]."""
+class ToyModel(EncoderHeadModel):
+  """The encoder, dropout and a dense layer on its pooled [CLS]: int32 [B, T] inputs -> logits [B, 2]."""
 
-  def __init__(self, config, encoder=None, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    self.config = BertConfig.from_dict(config) if isinstance(config, dict) else config
-    self.encoder = encoder if encoder is not None else BertEncoder(self.config, dtype=dtype, name="encoder")
-    self.toy_output = keras.layers.Dense(len(LABELS), kernel_initializer=truncated_normal(0.02), dtype=dtype,
-                                         name="toy_output")
+  def __init__(self, config, dropout=None, encoder=None, dtype=None, **kwargs):
+    super().__init__(config, dropout, encoder, dtype=dtype, **kwargs)
+    self.toy_dropout, self.toy_output = self.output_layers("toy_dropout", "toy_output", len(LABELS), dtype)
 
   def call(self, inputs, training=None):
-    return self.toy_output(self.encoder.pooled_output(inputs, training=training))
+    pooled = self.encoder.pooled_output(inputs, training=training)  # [B, H]
+    return self.toy_output(self.toy_dropout(pooled, training=training))  # [B, 2]
 
 
 class ToyTask(PerExampleTask):
@@ -263,23 +258,18 @@ TOY_SERVING = '''
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from bert_tf.data.graph_tokenizer import GraphTokenizer
 from bert_tf.export import serving
 from bert_tf.model.encoder import padding_skipped
 from bert_tf.tasks.common import features
+from bert_tf.tasks.common.serving import TaskServer, model_folder
 from toy_contains import task
 
 
-class ToyServer(tf.Module):
+class ToyServer(TaskServer):
   def __init__(self, model, vocab_file: str, settings: dict):
-    super().__init__(name="toy_server")
-    object.__setattr__(self, "_model", model)  # out of the object graph: its tf.Variables are tracked instead
-    self.model_variables = [variable.value for variable in model.variables]
-    self.tokenizer = GraphTokenizer(vocab_file, do_lower_case=settings["do_lower_case"])
+    super().__init__("toy_server", model, vocab_file, settings["do_lower_case"], needs="toy sequences")
     self._max_seq_length = settings["max_seq_length"]
     self.serve_text = tf.function(self._serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
 
@@ -292,14 +282,12 @@ class ToyServer(tf.Module):
 
 
 def export_toy(model_dir: str, export_dir: str, model_name: str = "toy_contains", version=None) -> str:
-  settings = task.FOLDER.read_settings(model_dir)
-  vocab_file = os.path.join(model_dir, "vocab.txt")
+  model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, task.FOLDER)
   server = ToyServer(task.load_model(model_dir), vocab_file, settings)
   manifest = {"task": "toy_contains", "task_kind": "classification", "labels": list(task.LABELS), "is_pair": False,
               "max_seq_length": settings["max_seq_length"]}
-  return serving.export_servable(server, {serving.SERVING_SIGNATURE: server.serve_text}, export_dir, model_name,
-                                 version, [{"sentence": "a red car"}, {"sentence": "the dog sits"}], manifest,
-                                 vocab_file=vocab_file)
+  warmup = [{"sentence": "a red car"}, {"sentence": "the dog sits"}]
+  return server.export(export_dir, model_name, version, warmup, manifest, vocab_file)
 '''
 
 # scripts/run_toy_contains.py as the guide writes it (here in the temporary folder, beside the package).
