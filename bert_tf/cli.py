@@ -396,13 +396,14 @@ def task_of_model_dir(path: str, flag: str = "model_dir"):
   run's --output_dir holding one, or a Hugging Face model with a task head (a folder or hf:<id>: ours, converted
   from it); else a FileNotFoundError / ValueError naming --`flag` and what it takes."""
   from bert_tf import fileio, registry
-  from bert_tf.model import convert_tasks, released
+  from bert_tf.model import checkpoints, released
 
   tasks = registry.tasks()
 
-  def task_of(folder):
-    kind = convert_tasks.folder_kind(folder)
-    return None if kind is None else next((t for t in tasks if t.settings_name == kind.settings_name), None)
+  def task_of(folder):  # a model folder (bert_config.json and weights) holding a task's settings file
+    if not checkpoints.is_task_model_dir(folder):
+      return None
+    return next((t for t in tasks if fileio.exists(fileio.join(folder, t.settings_name))), None)
 
   local = released.task_model_dir(path)  # hf:<id> (or a Hugging Face folder) of a task head: ours, converted
   named = local.startswith((released.HF, released.KERAS_HUB))  # a released name without a task head

@@ -56,16 +56,28 @@ class Task:
     return (f"run_{cls.name}", f"export_{cls.name}")
 
   @classmethod
+  def package_module(cls, name: str):
+    """The module `name` of the package the task is defined in (its __init__.py or a module of it), imported;
+    None when there is none (or the task is defined in a module outside any package)."""
+    import importlib.util
+
+    package = importlib.import_module(cls.__module__).__package__
+    if not package:
+      return None
+    try:
+      found = importlib.util.find_spec(f"{package}.{name}")
+    except ModuleNotFoundError:
+      return None
+    return None if found is None else importlib.import_module(f"{package}.{name}")
+
+  @classmethod
   def hf_head(cls):
     """The mapping of the task's head to its transformers class (`hf_class`) and back, a
     bert_tf.model.convert_tasks.TaskKind, or None when the task has none; bert_tf.model.convert_tasks reads it
     here, so that bert_tf.model imports no task. By default the `KIND` of the task package's hf_head.py, if it
     has one (imported only when asked: it needs TensorFlow)."""
-    import importlib
-    import importlib.util
-
-    module = f"{cls.__module__}.hf_head"
-    return importlib.import_module(module).KIND if importlib.util.find_spec(module) is not None else None
+    module = cls.package_module("hf_head")
+    return None if module is None else module.KIND
 
   @classmethod
   def define_export_flags(cls, flags) -> None:
@@ -84,7 +96,9 @@ class Task:
     serving.py, `model_name` None given as `served_name`."""
     if cls.exporter is None:
       raise NotImplementedError(f"{cls.name}: no exporter")
-    serving = importlib.import_module(f"{cls.__module__}.serving")
+    serving = cls.package_module("serving")
+    if serving is None:
+      raise NotImplementedError(f"{cls.name}: no serving.py beside {cls.__module__}")
     return getattr(serving, cls.exporter)(model_dir, export_dir, cls.served_name if model_name is None else model_name,
                                           version, **flag_values)
 

@@ -461,6 +461,12 @@ def test_the_export_serves_raw_text_as_the_run_predicted(run, toy):
   again = registry.get("toy_contains").export(str(directory / "out" / "toy_model"), str(directory / "export"), None,
                                               None, {}, "model_dir")
   assert again == exported
+  # scripts/export.py's lookup (`cli.task_of_model_dir`) knows the folder by its settings file, hf_head.py or not.
+  from bert_tf import cli
+
+  task = registry.get("toy_contains")
+  assert cli.task_of_model_dir(str(directory / "out" / "toy_model")) == (task, str(directory / "out" / "toy_model"))
+  assert cli.task_of_model_dir(str(directory / "out")) == (task, str(directory / "out" / "toy_model"))
 
 
 def test_the_task_needed_no_file_of_the_repository_and_wrote_none(run, toy):

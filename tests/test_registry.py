@@ -40,6 +40,7 @@ def test_the_tasks_folders_are_those_their_packages_and_the_converter_know():
 @pytest.fixture
 def scratch(monkeypatch):
   """The registry's table, restored after the test (a test's toy tasks do not stay registered)."""
+  registry.tasks()  # the real tasks registered first, so that they are in the copy put back
   monkeypatch.setattr(registry, "_TASKS", dict(registry._TASKS))  # pylint: disable=protected-access
 
 
@@ -112,3 +113,25 @@ def test_each_task_exporter_is_a_function_of_its_serving_module():
     with open(path, encoding="utf-8") as f:
       functions = {node.name for node in ast.parse(f.read()).body if isinstance(node, ast.FunctionDef)}
     assert task.exporter in functions, task.name
+
+
+def test_a_task_outside_a_package_has_no_package_modules(scratch, tmp_path, monkeypatch):
+  """A task defined in a lone module (no package around it) has no hf_head.py or serving.py to find: hf_head() is
+  None and export says what is missing, rather than every lookup of the tasks failing on the module."""
+  (tmp_path / "lone_toy_task.py").write_text(
+      "from bert_tf import registry\n\n\n@registry.register_task\n"
+      "class Lone(registry.Task, name='lone_toy', model_dir='lone_model', settings_name='lone.json',\n"
+      "           description='lone model', hf_class='BertForLone', served_name='lone', exporter='export_lone'):\n"
+      "  pass\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  import importlib
+  import sys
+
+  try:
+    lone = importlib.import_module("lone_toy_task").Lone
+    assert lone.package_module("hf_head") is None and lone.hf_head() is None
+    with pytest.raises(NotImplementedError, match="^lone_toy: no serving.py beside lone_toy_task$"):
+      lone.export("m", "e", None, None, {}, "model_dir")
+  finally:
+    sys.modules.pop("lone_toy_task", None)
+  assert registry.get("swag").package_module("folder").__name__ == "bert_tf.tasks.swag.folder"
