@@ -49,10 +49,10 @@ def run_case(workdir, case, data):
       return result
 
   pretraining.run_pretraining(config, strategy=strategy, trainer_cls=Recording)
-  trainer = captured["trainer"]
+  recorded = captured["trainer"]
   weights = os.path.join(workdir, f"{case.replace(':', '-')}-worker{distribute.worker_index(strategy)}.npz")
-  np.savez(weights, *[v.numpy() for v in trainer.model.weights])
-  return {"losses": [h["loss"] for h in trainer.history], "weights": weights,
+  np.savez(weights, *[v.numpy() for v in recorded.model.weights])
+  return {"losses": [h["loss"] for h in recorded.history], "weights": weights,
           "replicas": strategy.num_replicas_in_sync, "chief": distribute.is_chief(strategy), "error": None}
 
 
