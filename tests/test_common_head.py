@@ -52,3 +52,39 @@ def test_the_task_models_keep_their_layer_names_and_round_trip_their_keras_confi
   copy = float32_copy(model, (1, *shape[1:-1], 2))  # from_config(get_config()) and the weights
   assert copy.dropout_rate == 0.2 and getattr(copy, "num_labels", None) == getattr(model, "num_labels", None)
   np.testing.assert_allclose(copy(inputs, training=False).numpy(), expected, rtol=1e-6, atol=1e-6)
+
+
+class _MadeInTheOldOrder(tf.keras.Model):
+  """A task model as each was written before `EncoderHeadModel`: the encoder, then the dropout, then the output
+  layer, made in that order in its constructor."""
+
+  def __init__(self, config, units):
+    from bert_tf.model.layers import Dropout16, truncated_normal
+
+    super().__init__()
+    self.encoder = BertEncoder(config, name="encoder")
+    self.head_dropout = Dropout16(config.hidden_dropout_prob)
+    self.head = tf.keras.layers.Dense(units, kernel_initializer=truncated_normal(config.initializer_range))
+
+  def call(self, inputs, training=None):
+    return self.head(self.head_dropout(self.encoder.pooled_output(inputs, training=training)))
+
+
+@pytest.mark.parametrize("make, units, output, shape", [
+    (lambda c: BertClassifier(c, 3), 3, "classifier", (2, 7)),
+    (lambda c: BertTokenClassifier(c, 5), 5, "tag_output", (2, 7)),
+    (lambda c: BertMultipleChoice(c), 1, "choice_score", (2, 4, 7)),
+])
+def test_a_seed_gives_the_head_the_start_it_had_before_the_base(make, units, output, shape):
+  """Each layer takes its seed from Keras's global stream when it is made: made in the order each task model made
+  its layers before `EncoderHeadModel` (encoder, dropout, output layer), a --seed gives the same starting weights
+  (made in another order, the same command fine-tuned another model)."""
+  config = th.tiny_bert_config(dropout=0.1)  # dropout on: a layer that draws a seed when it is made
+  tf.keras.utils.set_random_seed(7)
+  model = make(config)
+  model({name: tf.ones(shape, tf.int32) for name in INPUT_NAMES}, training=False)
+  tf.keras.utils.set_random_seed(7)
+  reference = _MadeInTheOldOrder(config, units)
+  reference({name: tf.ones((2, 7), tf.int32) for name in INPUT_NAMES}, training=False)
+  np.testing.assert_array_equal(getattr(model, output).kernel.numpy(), reference.head.kernel.numpy())
+  np.testing.assert_array_equal(model.encoder.weights[0].numpy(), reference.encoder.weights[0].numpy())

@@ -31,10 +31,14 @@ class EncoderHeadModel(BertConfigModel, keras.Model):
 
   def output_layers(self, dropout_name: str, name: str, units: int, dtype=None):
     """(the head's dropout at `dropout_rate`, its Dense of `units` outputs initialized as the encoder's weights),
-    named `dropout_name` and `name`: the names its checkpoints and the Hugging Face conversion know."""
+    named `dropout_name` and `name`: the names its checkpoints and the Hugging Face conversion know.
+
+    The dropout is made first: each layer takes a seed from Keras's global stream when it is made, so this order
+    keeps the head's starting weights for a given --seed what they were before this base existed."""
+    dropout = Dropout16(self.dropout_rate, dtype=dtype, name=dropout_name)
     dense = keras.layers.Dense(units, kernel_initializer=truncated_normal(self.config.initializer_range),
                                dtype=dtype, name=name)
-    return Dropout16(self.dropout_rate, dtype=dtype, name=dropout_name), dense
+    return dropout, dense
 
   def get_config(self):
     return {**super().get_config(), "dropout": self.dropout_rate}
