@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import pathlib
 import subprocess
 import sys
@@ -100,8 +101,10 @@ def test_script_learns_and_reports(tmp_path):
 
 
 def run_script_in(folder, *args: str) -> subprocess.CompletedProcess:
+  # The user's environment: without a TF_CPP_MIN_LOG_LEVEL that this test process may have been given.
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
   return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=folder, capture_output=True, text=True,
-                        timeout=300)
+                        timeout=300, env=env)
 
 
 TF_NOISE = ("cuInit", "oneDNN", "AVX", "cpu_feature_guard", "cuda", "absl::InitializeLog")
