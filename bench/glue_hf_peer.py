@@ -190,7 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
   steps_per_epoch = math.ceil(len(train) / args.train_batch_size)
   total_steps = len(order) if order else max(1, int(steps_per_epoch * args.num_train_epochs))
   warmup_steps = int(total_steps * args.warmup_proportion)
-  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
   shuffler = np.random.RandomState(args.seed)
 
@@ -203,8 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       for begin in range(0, len(train), args.train_batch_size):
         yield permutation[begin:begin + args.train_batch_size]
 
-  trained = hf_peer.train(model, optimizer, scheduler, batches(), lambda i: model(**collate(train, i, pad_id)).loss,
-                          total_steps, args.max_grad_norm, args.log_every, "examples", show_lr=True)
+  trained = hf_peer.train(model, args, batches(), lambda i: model(**collate(train, i, pad_id)).loss, total_steps,
+                          warmup_steps, "examples", show_lr=True)
   step, processed, step_losses = trained["steps"], trained["processed"], trained["step_losses"]
   train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 

@@ -178,15 +178,17 @@ def optimizer_and_schedule(model, args, total_steps: int, warmup_steps: int):
   return optimizer, scheduler
 
 
-def train(model, optimizer, scheduler, batches: Iterable[Sequence[int]], loss_of: Callable, total_steps: int,
-          max_grad_norm: float, log_every: int, unit: str, show_lr: bool = False) -> dict:
+def train(model, args, batches: Iterable[Sequence[int]], loss_of: Callable, total_steps: int, warmup_steps: int,
+          unit: str, show_lr: bool = False) -> dict:
   """Trains on the first `total_steps` batches of `batches` (lists of indices; `loss_of(indices)` -> the
-  batch's loss tensor), clipping the global gradient norm, and prints a line every `log_every` steps and at the
-  last: the mean loss of the last `log_every` steps and the `unit`s per second; with `show_lr`, the mean since
-  the previous line and the rate of the line's update. -> {step_losses, steps, processed, train_seconds (the
-  loop's wall time), train_cpu_seconds}."""
+  batch's loss tensor) with `optimizer_and_schedule`'s AdamW and schedule, clipping the global gradient norm at
+  args.max_grad_norm, and prints a line every args.log_every steps and at the last: the mean loss of the last
+  log_every steps and the `unit`s per second; with `show_lr`, the mean since the previous line and the rate of the
+  line's update. -> {step_losses, steps, processed, train_seconds (the loop's wall time), train_cpu_seconds}."""
   import torch  # pylint: disable=import-outside-toplevel
 
+  optimizer, scheduler = optimizer_and_schedule(model, args, total_steps, warmup_steps)
+  max_grad_norm, log_every = args.max_grad_norm, args.log_every
   model.train()
   step_losses: list[float] = []
   processed, logged, step = 0, 0, 0

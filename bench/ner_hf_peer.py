@@ -208,11 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
   model, _, newly_initialized = hf_peer.load_model(transformers.BertForTokenClassification, args,
                                                    num_labels=len(labels))
-  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
-  trained = hf_peer.train(model, optimizer, scheduler, order,
-                          lambda indices: model(**collate(train, indices, pad_id, True)).loss, total_steps,
-                          args.max_grad_norm, args.log_every, "windows")
+  trained = hf_peer.train(model, args, order, lambda indices: model(**collate(train, indices, pad_id, True)).loss,
+                          total_steps, warmup_steps, "windows")
   step_losses, processed = trained["step_losses"], trained["processed"]
   train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 

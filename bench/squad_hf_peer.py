@@ -266,7 +266,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({warmup_steps} warmup) in {train_features_seconds:.1f} s of windowing", flush=True)
 
   model, _, newly_initialized = hf_peer.load_model(transformers.BertForQuestionAnswering, args, head="qa_outputs")
-  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
   def loss_of(indices):
     batch = collate(train_windows, indices, True)
@@ -275,8 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       return masked_span_loss(model(**batch), {**batch, **positions})
     return model(**batch).loss
 
-  trained = hf_peer.train(model, optimizer, scheduler, order, loss_of, total_steps, args.max_grad_norm,
-                          args.log_every, "windows")
+  trained = hf_peer.train(model, args, order, loss_of, total_steps, warmup_steps, "windows")
   step_losses, processed = trained["step_losses"], trained["processed"]
   train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 

@@ -206,11 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True)
 
   model, _, newly_initialized = hf_peer.load_model(transformers.BertForMultipleChoice, args)
-  optimizer, scheduler = hf_peer.optimizer_and_schedule(model, args, total_steps, warmup_steps)
 
-  trained = hf_peer.train(model, optimizer, scheduler, order,
-                          lambda indices: model(**collate(train, indices, pad_id, True)).loss, total_steps,
-                          args.max_grad_norm, args.log_every, "examples")
+  trained = hf_peer.train(model, args, order, lambda indices: model(**collate(train, indices, pad_id, True)).loss,
+                          total_steps, warmup_steps, "examples")
   step_losses, processed = trained["step_losses"], trained["processed"]
   train_seconds, train_cpu_seconds = trained["train_seconds"], trained["train_cpu_seconds"]
 
