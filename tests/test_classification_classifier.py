@@ -13,16 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.tasks.classification import classifier as c
 from bert_tf.tasks.common.features import encode
-
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "un", "##believ", "##able", ",", ".", "!", "a"]
-TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # ids: the=5, cat=6, ..., a=18
-
-
-@pytest.fixture
-def vocab_file(tmp_path):
-  path = tmp_path / "vocab.txt"
-  path.write_text("\n".join(TOKENS) + "\n")
-  return str(path)
+from test_common_features import TOKENS, WORDS, vocab_file  # noqa: F401  The vocabulary and its fixture.
 
 
 def _write(tmp_path, vocab_file, n=11, regression=False, max_seq_length=13):
