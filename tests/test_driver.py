@@ -183,7 +183,6 @@ class ToyConfig(finetuning.TaskRunConfig):
 
 
 class ToyRun(driver.TaskRun):
-  label = "toy"
   model_dir = MODEL_DIR
   outputs = (PREDICTIONS_FILE,)
 

@@ -68,7 +68,6 @@ class TaskRun:
 
   A task overrides what it does differently; the defaults are what most tasks do."""
 
-  label: str = "task"  # names the task in log lines ("SWAG")
   model_dir: str  # the fine-tuned model's folder under --output_dir (swag_model, ...)
   outputs: tuple[str, ...] = ()  # what a run writes in output_dir besides run_identity.COMMON_OUTPUTS
   saved_model_noun: str = "fine-tuned model"  # in the line "saved the <noun> to <model_dir>"
@@ -106,10 +105,14 @@ class TaskRun:
 
   def start_runs(self, say: Say) -> None:
     """--do_train: refuses a rerun that would change the output dir's run, before any work
-    (`run_identity.start_run`); starts over with --overwrite_output_dir."""
+    (`run_identity.start_run`); starts over with --overwrite_output_dir. Each of the selection protocol's runs
+    (`selection_runs`) records its own in its folder."""
     run_identity.start_run(self.config.output_dir, self.run_identity(), self.ft.overwrite_output_dir,
                            outputs=self.outputs, model_dirs=(self.model_dir,),
                            inputs=(self.ft.init_checkpoint, self.config.vocab_file, self.train_path()), say=say)
+    for run in self.selection_runs():
+      run_identity.start_run(run.config.output_dir, run.run_identity(), outputs=self.outputs,
+                             model_dirs=(self.model_dir,), say=say)
 
   def tokenizer(self):
     from bert_tf.data.tokenization import FullTokenizer
@@ -180,15 +183,13 @@ def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None,
   tf.io.gfile.makedirs(config.output_dir)
   chief = distribute.is_chief(strategy)
   runs = run.selection_runs()
-  if not runs:
+  if runs:
+    context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
+  else:
     context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
     model, model_dir = train_and_evaluate(run, context)
-    if model is None:
-      return context.summary
-  else:
-    context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
-    if model is None:
-      return context.summary
+  if model is None:  # interrupted: the summary says so
+    return context.summary
   if config.do_predict:
     run.predict(model, model_dir, context)
   if config.export_dir and chief:
@@ -258,8 +259,8 @@ def _select(run: TaskRun, runs: list[TaskRun], strategy, tokenizer, say: Say, ch
     results.append({"learning_rate": lr, "seed": seed, "output_dir": run_dir, "score": score,
                     "eval": context.summary["eval"]})
     if best is None or score > best[0].summary["score"]:
-      best = (context, model, each)
-  context, model, each = best
+      best = (context, model)
+  context, model = best
   selection = {"metric": run.selection_metric(),
                "best": {k: context.summary[k] for k in ("learning_rate", "seed", "output_dir", "score")},
                "runs": results}

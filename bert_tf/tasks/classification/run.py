@@ -341,7 +341,6 @@ class ClassifierRun(driver.TaskRun):
   (`task_and_inputs`), every dev split evaluated (MNLI: matched and mismatched; the first selects), AX predicted
   with an MNLI classifier."""
 
-  label = "classifier"
   model_dir = "classifier"
 
   def __init__(self, config: ClassifierConfig, task: glue.GlueTask | None = None, inputs: Inputs | None = None):
@@ -362,17 +361,9 @@ class ClassifierRun(driver.TaskRun):
   def run_identity(self) -> run_identity.RunIdentity:
     return run_identity_of(self.config, self.task, self.inputs)
 
-  def start_runs(self, say) -> None:
-    """--do_train: `run_identity.start_run` for the output dir and, with the selection protocol, each of its runs:
-    refuses a rerun that would change a run (before any work), starts over with --overwrite_output_dir."""
-    config, ft = self.config, self.ft
-    outputs = _outputs(config, self.task)
-    run_identity.start_run(config.output_dir, self.run_identity(), ft.overwrite_output_dir, outputs=outputs,
-                           model_dirs=(self.model_dir,),
-                           inputs=(ft.init_checkpoint, config.vocab_file, self.train_path()), say=say)
-    for run in self.selection_runs():
-      run_identity.start_run(run.config.output_dir, run.run_identity(), outputs=outputs, model_dirs=(self.model_dir,),
-                             say=say)
+  @property
+  def outputs(self) -> tuple[str, ...]:
+    return _outputs(self.config, self.task)
 
   def selection_runs(self) -> list[ClassifierRun]:
     if not self.config.searching:

@@ -63,7 +63,7 @@ class ModelFolder:
 
   def bert_config(self, directory: str) -> BertConfig:
     """The encoder's config of the folder `directory`."""
-    return BertConfig.from_json_file(os.path.join(directory, "bert_config.json"))
+    return BertConfig.from_json_file(os.path.join(directory, checkpoints.CONFIG_NAME))
 
   def restore(self, model, directory: str):
     """`model` (a float32 model of the folder's class and config, not yet called) with the weights of the folder

@@ -348,7 +348,6 @@ class NerRun(driver.TaskRun):
   """NER's hooks on `driver.run_finetuning` (see the module docstring). `labels`: the model's, set by `training`
   (the training file's) or `load` (the fine-tuned model's)."""
 
-  label = "NER"
   model_dir = MODEL_DIR
   outputs = _OUTPUTS
   saved_model_noun = "trained model"  # fine-tuned, or (--feature_based) a tagger on a frozen encoder

@@ -246,7 +246,6 @@ class SquadRun(driver.TaskRun):
   of the model's squad.json: --null_score_diff_threshold (else 0.0) when training, the loaded folder's otherwise;
   predictions use it unless the flag is given."""
 
-  label = "SQuAD"
   model_dir = MODEL_DIR
   outputs = (squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE, squad_postprocess.NULL_ODDS_FILE)
 

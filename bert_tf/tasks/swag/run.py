@@ -154,7 +154,6 @@ def write_predictions(output_dir: str, examples: list[swag.SwagExample], probabi
 class SwagRun(driver.TaskRun):
   """SWAG's hooks on `driver.run_finetuning` (see the module docstring)."""
 
-  label = "SWAG"
   model_dir = MODEL_DIR
   outputs = (PREDICTIONS_FILE,)
 
