@@ -322,3 +322,49 @@ def test_a_missing_or_empty_init_checkpoint_is_named_before_any_other_flag(tmp_p
   (tmp_path / "empty").mkdir()
   with pytest.raises(ValueError, match=f"^--init_checkpoint={tmp_path}/empty is an empty folder; "):
     _config("unused", init_checkpoint=str(tmp_path / "empty")).validate()
+
+
+def test_pretraining_runs_on_the_shared_driver_with_its_own_hooks(tmp_path, monkeypatch):
+  """run_pretraining is the driver every fine-tuning task runs on (`driver.run_finetuning`), with pretraining's
+  hooks, called in the driver's order: training then --do_eval, and --do_eval alone through `load` with no lock
+  and no run record."""
+  import dataclasses
+
+  from bert_tf.training import driver, run_lock
+
+  calls = []
+  for name in ("read_inputs", "strategy", "lock", "start_runs", "tokenizer", "training", "fit", "save", "load",
+               "evaluate"):
+    def hook(self, *args, _name=name, _original=getattr(pretraining.PretrainingRun, name), **kwargs):
+      calls.append(_name)
+      return _original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pretraining.PretrainingRun, name, hook)
+  driven = []
+  monkeypatch.setattr(driver, "train_and_evaluate",
+                      lambda run, context, _original=driver.train_and_evaluate: driven.append(type(run).__name__)
+                      or _original(run, context))
+  data = th.write_records(tmp_path / "data", num_files=1, per_file=5)
+  out = tmp_path / "out"
+  config = _config(data, output_dir=str(out), train_batch_size=2, num_train_steps=3, num_warmup_steps=0,
+                   distribution_strategy="one_device", eval_batch_size=2, max_eval_steps=1, steps_per_loop=1,
+                   do_eval=True)
+  trained = pretraining.run_pretraining(config)
+  assert calls == ["read_inputs", "strategy", "lock", "start_runs", "tokenizer", "training", "fit", "save",
+                   "evaluate"]
+  assert driven == ["PretrainingRun"]
+  assert trained.step == 3 and not trained.interrupted and "masked_lm_accuracy" in trained.metrics
+  assert sorted(os.listdir(out / "encoder_checkpoint")) == ["encoder.data-00000-of-00001", "encoder.index"]
+  record = (out / "run.json").read_text()
+  calls.clear()
+  evaluate_only = _config(data, output_dir=str(out), do_train=False, do_eval=True, eval_batch_size=2,
+                          max_eval_steps=1)
+  with run_lock.RunLock(str(out)):  # a training run holds the directory: evaluation alone may go on beside it
+    evaluated = pretraining.run_pretraining(evaluate_only)
+    with pytest.raises(run_lock.OutputDirInUse):
+      pretraining.run_pretraining(dataclasses.replace(evaluate_only, do_train=True, num_train_steps=4,
+                                                        num_warmup_steps=0, train_batch_size=2))
+  assert calls == ["read_inputs", "strategy", "lock", "tokenizer", "load", "evaluate", "read_inputs", "strategy",
+                   "lock"]
+  assert evaluated.step == 3 and evaluated.metrics == {key: trained.metrics[key] for key in evaluated.metrics}
+  assert (out / "run.json").read_text() == record

@@ -218,21 +218,22 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path):
   ri.check_output_dir("gs://bucket/out")
 
 
-# -- Each task's run checks before any work: stopped where it would make its strategy ----------------------------
+# -- Each task's run checks before any work: stopped where it checks its init checkpoint ---------------------------
 
 
 class _Stop(Exception):
-  """Raised where a run makes its strategy, just after its check of the output dir: nothing is trained."""
+  """Raised where the driver checks a run's init checkpoint, just after its check of the output dir: nothing is
+  read beyond the inputs' checks, and nothing is trained."""
 
 
 @pytest.fixture
 def stopped(monkeypatch):
-  from bert_tf.training import finetuning
+  from bert_tf.training import driver
 
   def stop(self):
     raise _Stop
 
-  monkeypatch.setattr(finetuning.FinetuningConfig, "strategy", stop)
+  monkeypatch.setattr(driver.TaskRun, "check_init_checkpoint", stop)
 
 
 def _finetuning(tmp_path, **changes):

@@ -1,12 +1,16 @@
-"""One driver for every fine-tuning task: `run_finetuning(task_run)` does a run's sequence once, and a task
-supplies only its hooks (a `TaskRun`).
+"""One driver for every task: `run_finetuning(task_run)` does a run's sequence once, and a task supplies only its
+hooks (a `TaskRun`).
 
-  validate --> read every input the --do_* flags ask for (before any work) --> with --do_train, what the output
-  dir's run is (`run_identity`: a rerun that would change it is refused) --> strategy --> the init checkpoint
-  checked against the BERT config (before any feature file) --> tokenizer --> seed --> train (the task's trainer
-  task through `finetuning.train`, resumable; the fine-tuned model's folder written by the chief) or load (a
-  fine-tuned folder at --init_checkpoint) --> evaluate (--do_eval) --> predict (--do_predict) --> export
-  (--export_dir, the chief).
+  validate --> read every input the --do_* flags ask for (before any work) --> strategy --> the output dir's lock
+  (the task's: fine-tuning scripts hold it from the start, `cli.run_finetuning`) --> with --do_train, what the
+  output dir's run is (`run_identity`: a rerun that would change it is refused) --> the init checkpoint checked
+  against the BERT config (before any feature file) --> tokenizer --> seed --> train (the task's trainer task
+  through `TaskRun.fit`, resumable; the trained model's folder written by the chief) or load (a fine-tuned folder
+  at --init_checkpoint) --> evaluate (--do_eval) --> predict (--do_predict) --> export (--export_dir, the chief).
+
+Pretraining (bert_tf/tasks/pretraining/run.py) runs on it too: its hooks count steps instead of epochs, take the
+run lock, start the encoder from --init_checkpoint, write the encoder hand-off as its model folder, and without
+--do_train evaluate the output dir's newest checkpoint; it has no tokenizer, prediction or export.
 
 With several runs to choose among (the paper's selection protocol: `TaskRun.selection_runs`), each run trains and
 evaluates into its own folder, the best on dev is kept (`selection.json`) and predicts and exports.
@@ -16,6 +20,7 @@ Only the chief writes (eval_results, predictions, the model's folder, the export
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,6 +32,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.training import distribute, finetuning, run_identity, trainer
+from bert_tf.training.run_options import RunOptions
 
 Say = Callable[[str], None]
 
@@ -36,7 +42,9 @@ class Training:
   """What a task hands the driver to train (`TaskRun.training`)."""
 
   task: trainer.Task  # the trainer's task: model, input pipeline, loss
-  num_examples: int  # what an epoch counts (google-research's step arithmetic: SQuAD's questions, NER's windows)
+  # What an epoch counts (google-research's step arithmetic: SQuAD's questions, NER's windows); None for a run
+  # counted in steps (pretraining's --num_train_steps).
+  num_examples: int | None
   head: tuple[str, dict] | None = None  # `finetuning.init_encoder`'s: a fine-tuned folder of this task gives its head
   unit: str = "examples"  # what a batch's rows are, in the rate's name ("windows": train_windows_per_second)
   facts: dict = dataclasses.field(default_factory=dict)  # the task's own summary entries (train_examples, ...)
@@ -63,10 +71,11 @@ class Context:
 
 
 class TaskRun:
-  """One run of a fine-tuning task: its config (a `finetuning.TaskRunConfig`: `finetuning`, `vocab_file`,
-  `do_lower_case`, `do_train`, `do_eval`, `do_predict`, `export_dir`) and the hooks `run_finetuning` calls.
+  """One run of a task: its config (a fine-tuning task's `finetuning.TaskRunConfig`: `finetuning`, `vocab_file`,
+  `do_lower_case`, `do_train`, `do_eval`, `do_predict`, `export_dir`; any config with `output_dir`, `do_train`
+  and `do_eval` whose task overrides `options`) and the hooks `run_finetuning` calls.
 
-  A task overrides what it does differently; the defaults are what most tasks do."""
+  A task overrides what it does differently; the defaults are what the fine-tuning tasks do."""
 
   model_dir: str  # the fine-tuned model's folder under --output_dir (swag_model, ...)
   outputs: tuple[str, ...] = ()  # what a run writes in output_dir besides run_identity.COMMON_OUTPUTS
@@ -79,6 +88,19 @@ class TaskRun:
   @property
   def ft(self) -> finetuning.FinetuningConfig:
     return self.config.finetuning
+
+  @property
+  def options(self) -> RunOptions:
+    """The run options (strategy, seed, batch size, cadence): fine-tuning's `finetuning`."""
+    return self.config.finetuning
+
+  @property
+  def do_predict(self) -> bool:
+    return self.config.do_predict
+
+  @property
+  def export_dir(self) -> str | None:
+    return self.config.export_dir
 
   # -- Before any work --------------------------------------------------------------------------------------
 
@@ -103,16 +125,30 @@ class TaskRun:
     """The training file (an input the output dir must not hold when --overwrite_output_dir empties it)."""
     return self.inputs["train"].path
 
-  def start_runs(self, say: Say) -> None:
+  def strategy(self) -> tf.distribute.Strategy:
+    """The strategy the run options ask for (--distribution_strategy, --num_gpus, --tpu_name, ...)."""
+    return self.options.strategy()
+
+  def lock(self, chief: bool) -> contextlib.AbstractContextManager:
+    """The output dir's run lock (`run_lock.RunLock`), held from here to the end of the run; none here: a
+    fine-tuning script holds it from before its flags are read (`cli.run_finetuning`)."""
+    del chief
+    return contextlib.nullcontext()
+
+  def start_runs(self, say: Say, chief: bool) -> None:
     """--do_train: refuses a rerun that would change the output dir's run, before any work
     (`run_identity.start_run`); starts over with --overwrite_output_dir. Each of the selection protocol's runs
-    (`selection_runs`) records its own in its folder."""
-    run_identity.start_run(self.config.output_dir, self.run_identity(), self.ft.overwrite_output_dir,
+    (`selection_runs`) records its own in its folder. Only the chief (`chief`) writes the records."""
+    run_identity.start_run(self.config.output_dir, self.run_identity(), self.ft.overwrite_output_dir, chief,
                            outputs=self.outputs, model_dirs=(self.model_dir,),
                            inputs=(self.ft.init_checkpoint, self.config.vocab_file, self.train_path()), say=say)
     for run in self.selection_runs():
-      run_identity.start_run(run.config.output_dir, run.run_identity(), outputs=self.outputs,
+      run_identity.start_run(run.config.output_dir, run.run_identity(), chief=chief, outputs=self.outputs,
                              model_dirs=(self.model_dir,), say=say)
+
+  def check_init_checkpoint(self) -> None:
+    """With --do_train: --init_checkpoint fits the BERT config, before any feature file is written."""
+    self.config.check_init_checkpoint()
 
   def tokenizer(self):
     from bert_tf.data.tokenization import FullTokenizer
@@ -129,13 +165,36 @@ class TaskRun:
     """The trainer's task on the training file's features (written on first use)."""
     raise NotImplementedError
 
+  def fit(self, training: Training, evaluate: Callable[[Any], dict[str, float]],
+          context: Context) -> tuple[trainer.Trainer, trainer.TrainResult]:
+    """Trains `training.task` (resuming the output dir's checkpoints), the encoder started from
+    --init_checkpoint: `finetuning.train`, --num_train_epochs over `training.num_examples`. `evaluate(model)` is
+    the evaluation while training (--eval_every_steps, with --do_eval)."""
+    return finetuning.train(training.task, self.ft, training.num_examples, context.strategy,
+                            config_source=self.config.config_source,
+                            evaluate=evaluate if self.config.do_eval else None,
+                            headline_metric=self.metric_names()[0], head=training.head)
+
   def evaluate_while_training(self, model, context: Context) -> dict[str, float]:
     """--eval_every_steps: the dev metrics of `model` (`metric_names`, the loss among them)."""
     raise NotImplementedError
 
+  def trained_dir(self) -> str:
+    """Where `save` writes the trained model: `model_dir` under --output_dir."""
+    return os.path.join(self.config.output_dir, self.model_dir)
+
+  @property
+  def saves(self) -> bool:
+    """Whether a trained model is saved (`save`)."""
+    return True
+
   def save(self, model, directory: str, context: Context) -> None:
     """Writes the fine-tuned model's folder (float32 weights, config, vocab, settings): on the chief only."""
     raise NotImplementedError
+
+  def loaded_dir(self) -> str:
+    """Without --do_train, the folder `load` reads: the fine-tuned model at --init_checkpoint."""
+    return self.ft.init_checkpoint.rstrip("/")
 
   def load(self, directory: str, context: Context):
     """The fine-tuned model in `directory` (--init_checkpoint without --do_train), under the strategy's scope."""
@@ -175,27 +234,28 @@ def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None,
   config = run.config
   run.validate()
   run.read_inputs(say)
-  if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-    run.start_runs(say)
-  strategy = strategy or config.finetuning.strategy()
-  config.check_init_checkpoint()  # before any feature file is written
-  tokenizer = run.tokenizer()
-  tf.io.gfile.makedirs(config.output_dir)
+  strategy = strategy or run.strategy()
   chief = distribute.is_chief(strategy)
-  runs = run.selection_runs()
-  if runs:
-    context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
-  else:
-    context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
-    model, model_dir = train_and_evaluate(run, context)
-  if model is None:  # interrupted: the summary says so
+  with run.lock(chief):
+    if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
+      run.start_runs(say, chief)
+    run.check_init_checkpoint()  # before any feature file is written
+    tokenizer = run.tokenizer()
+    tf.io.gfile.makedirs(config.output_dir)
+    runs = run.selection_runs()
+    if runs:
+      context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
+    else:
+      context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
+      model, model_dir = train_and_evaluate(run, context)
+    if model is None:  # interrupted: the summary says so
+      return context.summary
+    if run.do_predict:
+      run.predict(model, model_dir, context)
+    if run.export_dir and chief:
+      context.summary["export"] = run.export(model_dir, context)
+      say(f"the SavedModel for TensorFlow Serving: {context.summary['export']}")
     return context.summary
-  if config.do_predict:
-    run.predict(model, model_dir, context)
-  if config.export_dir and chief:
-    context.summary["export"] = run.export(model_dir, context)
-    say(f"the SavedModel for TensorFlow Serving: {context.summary['export']}")
-  return context.summary
 
 
 def train_and_evaluate(run: TaskRun, context: Context) -> tuple[Any, str]:
@@ -204,36 +264,33 @@ def train_and_evaluate(run: TaskRun, context: Context) -> tuple[Any, str]:
   was interrupted (the summary says so)."""
   import keras
 
-  config, ft, summary = run.config, run.ft, context.summary
-  keras.utils.set_random_seed(ft.seed)
+  config, options, summary = run.config, run.options, context.summary
+  keras.utils.set_random_seed(options.seed)
   if config.do_train:
     training = run.training(context)
-    evaluate = None
-    if config.do_eval:
-      def evaluate(model):
-        return run.evaluate_while_training(model, context)
+
+    def evaluate(model):
+      return run.evaluate_while_training(model, context)
 
     start = time.perf_counter()
-    trainer_run, result = finetuning.train(training.task, ft, training.num_examples, context.strategy,
-                                           config_source=config.config_source, evaluate=evaluate,
-                                           headline_metric=run.metric_names()[0], head=training.head)
+    trainer_run, result = run.fit(training, evaluate, context)
     seconds = finetuning.training_seconds(result, time.perf_counter() - start)
     if result.interrupted:
       summary.update(interrupted=True, exit_code=result.exit_code)
       return None, ""
-    rate = finetuning.examples_per_second(result, seconds, ft.train_batch_size)
+    rate = finetuning.examples_per_second(result, seconds, options.train_batch_size)
     summary.update(training.facts)
     summary.update({"train_steps": result.step, "train_seconds": round(seconds, 2),
                     f"train_{training.unit}_per_second": round(rate, 3 if rate < 10 else 1),
                     "train_history": result.history, **(result.evaluation or {})})
-    context.say(finetuning.training_line(result, seconds, ft.train_batch_size, training.unit))
+    context.say(finetuning.training_line(result, seconds, options.train_batch_size, training.unit))
     model = trainer_run.model
-    model_dir = os.path.join(config.output_dir, run.model_dir)
-    if context.chief:
+    model_dir = run.trained_dir()
+    if context.chief and run.saves:
       run.save(model, model_dir, context)
       context.say(f"saved the {run.saved_model_noun} to {model_dir}")
   else:
-    model_dir = ft.init_checkpoint.rstrip("/")
+    model_dir = run.loaded_dir()
     with context.strategy.scope():
       model = run.load(model_dir, context)
   summary["model_dir"] = model_dir

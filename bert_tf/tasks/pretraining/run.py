@@ -1,15 +1,12 @@
-"""The pretraining run that `scripts/run_pretraining.py` calls: `run_pretraining(config)`.
+"""The pretraining run that `scripts/run_pretraining.py` calls: `run_pretraining(config)`, pretraining's hooks
+(`PretrainingRun`) on the driver every task runs on (bert_tf/training/driver.py):
 
-  validate --> every input file checked (`check_records`: before any work) --> seed --> strategy --> the run lock
-  (one run per output dir) --> what the output dir's run is (`run_identity`: a rerun that would change it is
-  refused, more steps resume) --> train (`PretrainingTask` through the shared trainer; the encoder from
-  --init_checkpoint unless a checkpoint is resumed; kill and resume exact) --> the encoder hand-off
+  validate --> every input file checked (`check_records`: before any work) --> strategy --> the run lock (one run
+  per output dir) --> what the output dir's run is (`run_identity`: a rerun that would change it is refused, more
+  steps resume) --> seed --> train (`PretrainingTask` through the shared trainer, --num_train_steps; the encoder
+  from --init_checkpoint unless a checkpoint is resumed; kill and resume exact) --> the encoder hand-off
   (encoder_checkpoint/, encoder_savedmodel/, bert_config.json: what fine-tuning's --init_checkpoint reads) -->
-  --do_eval (without --do_train: of the newest checkpoint in the output dir, with no lock).
-
-Fine-tuning's driver (bert_tf/training/driver.py) runs the same steps for the registered tasks, with a tokenizer, a
-model folder, prediction and export that pretraining has not; the pieces are shared where the steps agree (the run
-options and their strategy, `run_identity`, the trainer, evaluation while training).
+  --do_eval (without --do_train: of the newest checkpoint in the output dir, with no lock and no strategy).
 
 Evaluation is google-research's `--do_eval`: the masked-LM accuracy and loss weighted by masked_lm_weights, the
 next-sentence accuracy and loss, over up to `max_eval_steps` batches of `eval_batch_size` held-out records,
@@ -23,7 +20,6 @@ import dataclasses
 import json
 import os
 
-import keras
 import tensorflow as tf
 from absl import logging
 
@@ -31,7 +27,7 @@ from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.model import checkpoints
 from bert_tf.tasks.pretraining.config import PretrainingConfig
 from bert_tf.tasks.pretraining.task import Evaluator, PretrainingTask
-from bert_tf.training import distribute, evaluation, inputs, optimization, run_identity, run_lock, trainer
+from bert_tf.training import driver, evaluation, inputs, optimization, run_identity, run_lock, trainer
 
 OPTIONS_NAME = "pretraining_options.json"  # in output_dir: what a resumed run must match
 EVAL_RESULTS_NAME = "eval_results.txt"  # in output_dir, google-research's `key = value` lines
@@ -47,7 +43,7 @@ def write_eval_results(output_dir: str, results: dict[str, float]) -> str:
   return path
 
 
-def _do_eval(task: PretrainingTask, model: keras.Model, output_dir: str, step: int,
+def _do_eval(task: PretrainingTask, model, output_dir: str, step: int,
              evaluated: dict | None = None) -> dict[str, float]:
   """--do_eval of `model` at training step `step`: evaluates it (unless `evaluated`, the values of the
   evaluation while training at that step, already has), reports it as evaluations while training are
@@ -117,31 +113,10 @@ def run_pretraining(config: PretrainingConfig, strategy: tf.distribute.Strategy 
   """With do_train, pretrains, resuming from `<output_dir>/checkpoints` when there is one, and at the end writes
   the encoder hand-off (bert_tf/model/checkpoints.py) under output_dir; with do_eval, then evaluates (without
   do_train: the newest checkpoint there) and writes <output_dir>/eval_results.txt. Returns the trainer's result
-  (`interrupted` after a SIGTERM), whose metrics include the evaluation's results (`Evaluator`) with do_eval."""
-  config.validate()
-  checked = []
-  if config.do_train:
-    checked.append(config.input_file)
-  if config.do_eval or (config.do_train and config.eval_every_steps):
-    checked.append(config.eval_input)
-  for input_file in dict.fromkeys(checked):
-    check_records(config, input_file)
-  masking = None
-  if config.dynamic_masking:
-    masking = inputs.MaskingConfig.from_vocab_file(config.vocab_file, whole_word_mask=config.do_whole_word_mask,
-                                                   mask_token_rate=config.mask_token_rate,
-                                                   random_token_rate=config.random_token_rate)
-    if masking.vocab_size > config.bert_config.vocab_size:
-      raise ValueError(f"--vocab_file has {masking.vocab_size} tokens but --bert_config_file says vocab_size="
-                       f"{config.bert_config.vocab_size}")
-  keras.utils.set_random_seed(config.seed)
-  if not config.do_train:
-    return _evaluate_latest(config, masking)
-  if strategy is None:
-    strategy = config.strategy()
-  # One run per output directory; taken after the inputs were checked, so bad input writes nothing.
-  with run_lock.RunLock(config.output_dir, enabled=distribute.is_chief(strategy)):
-    return _pretrain(config, strategy, masking, trainer_cls)
+  (`interrupted` after a SIGTERM), whose metrics include the evaluation's results (`Evaluator`) with do_eval.
+
+  The run is the shared driver's (`driver.run_finetuning`) with pretraining's hooks (`PretrainingRun`)."""
+  return driver.run_finetuning(PretrainingRun(config, trainer_cls), strategy)["result"]
 
 
 # What a run writes in its output dir besides run_identity.COMMON_OUTPUTS: the hand-off, and the options file of
@@ -229,73 +204,168 @@ def check_resume_options(config: PretrainingConfig) -> None:
                    f"{path}): {_RESUME_FIX}")
 
 
-def _pretrain(config, strategy, masking, trainer_cls) -> trainer.TrainResult:
-  from bert_tf import fileio
+class PretrainingRun(driver.TaskRun):
+  """Pretraining's hooks on the shared driver (`driver.run_finetuning`): the records checked up front, steps
+  instead of epochs, the run lock, the encoder from --init_checkpoint, the encoder hand-off as the trained model's
+  folder, google-research's --do_eval; no tokenizer, prediction or export. The driver's summary holds the
+  trainer's result under "result" (what `run_pretraining` returns)."""
 
-  input_files = fileio.expand_globs(config.input_file)
-  if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
-    check_resume_options(config)  # a directory from before run records: its checkpoint or options file tells
-  run_identity.start_run(config.output_dir, run_identity_of(config, input_files), config.overwrite_output_dir,
-                         distribute.is_chief(strategy), outputs=_OUTPUTS,
-                         model_dirs=(checkpoints.ENCODER_CHECKPOINT_DIR,),
-                         inputs=(config.init_checkpoint, config.vocab_file, *input_files))
-  task = PretrainingTask(config, masking)
-  steps = config.num_train_steps
-  # No best model or early stopping: evaluations are reported, and the last one is --do_eval's.
-  every = config.eval_every_steps
-  run = trainer_cls(
-      task, strategy,
-      lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, steps,
-                                            config.num_warmup_steps, dtype=config.dtype),
-      config.trainer_config(), evaluation.Evaluation(Evaluator(task), None, every) if every else None)
-  if distribute.is_chief(strategy):
-    tf.io.gfile.makedirs(config.output_dir)
-    config.model_config().to_json_file(os.path.join(config.output_dir, checkpoints.CONFIG_NAME))
-  if config.init_checkpoint and run.checkpointer.latest() is None:
-    from bert_tf.model import released
+  saved_model_noun = "encoder for fine-tuning (encoder_checkpoint/, encoder_savedmodel/, bert_config.json)"
+  outputs = _OUTPUTS
+  model_dir = checkpoints.ENCODER_CHECKPOINT_DIR  # what says the run saved weights (`run_identity.has_weights`)
+  do_predict = False
+  export_dir = None
 
-    # hf:<id> / keras_hub:<preset>: the folder they were converted into.
-    prefix = checkpoints.restore_encoder(run.model.encoder, released.local_path(config.init_checkpoint))
-    logging.info("initialised the encoder from %s", prefix)
-  result = run.train()
-  if config.export_encoder and not result.interrupted and distribute.is_chief(strategy):
+  def __init__(self, config: PretrainingConfig, trainer_cls=trainer.Trainer):
+    super().__init__(config)
+    self.trainer_cls = trainer_cls
+    self.masking: inputs.MaskingConfig | None = None
+    self.task: PretrainingTask | None = None
+
+  @property
+  def options(self) -> PretrainingConfig:
+    return self.config
+
+  def read_inputs(self, say) -> None:
+    """Every input file checked (`check_records`), the dynamic masking's vocabulary read; without --do_train,
+    the output dir's newest checkpoint (what is evaluated) found and its options matched."""
+    config = self.config
+    checked = []
+    if config.do_train:
+      checked.append(config.input_file)
+    if config.do_eval or (config.do_train and config.eval_every_steps):
+      checked.append(config.eval_input)
+    for input_file in dict.fromkeys(checked):
+      check_records(config, input_file)
+    if config.dynamic_masking:
+      self.masking = inputs.MaskingConfig.from_vocab_file(
+          config.vocab_file, whole_word_mask=config.do_whole_word_mask, mask_token_rate=config.mask_token_rate,
+          random_token_rate=config.random_token_rate)
+      if self.masking.vocab_size > config.bert_config.vocab_size:
+        raise ValueError(f"--vocab_file has {self.masking.vocab_size} tokens but --bert_config_file says "
+                         f"vocab_size={config.bert_config.vocab_size}")
+    if not config.do_train:
+      self.inputs["checkpoint"] = self._latest()
+      check_resume_options(config)
+
+  def strategy(self) -> tf.distribute.Strategy:
+    """--do_eval without --do_train evaluates on no strategy (the default one): it may run beside a training
+    run of the same directory, which holds the devices."""
+    return self.config.strategy() if self.config.do_train else tf.distribute.get_strategy()
+
+  def lock(self, chief: bool):
+    """One training run per output directory, taken once the inputs were checked (bad input writes nothing);
+    evaluation alone takes none: a training run may go on in the same directory."""
+    return run_lock.RunLock(self.config.output_dir, enabled=chief) if self.config.do_train else super().lock(chief)
+
+  def start_runs(self, say, chief: bool) -> None:
+    config = self.config
+    from bert_tf import fileio
+
+    input_files = fileio.expand_globs(config.input_file)
+    if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
+      check_resume_options(config)  # a directory from before run records: its checkpoint or options file tells
+    run_identity.start_run(config.output_dir, run_identity_of(config, input_files), config.overwrite_output_dir,
+                           chief, outputs=_OUTPUTS, model_dirs=(checkpoints.ENCODER_CHECKPOINT_DIR,),
+                           inputs=(config.init_checkpoint, config.vocab_file, *input_files), say=say)
+
+  def check_init_checkpoint(self) -> None:
+    """--init_checkpoint is checked as a path by `validate`, and against the model when it is restored, before
+    the first step (`checkpoints.restore_encoder`)."""
+
+  def tokenizer(self):
+    return None  # the records hold token ids
+
+  def training(self, context: driver.Context) -> driver.Training:
+    self.task = PretrainingTask(self.config, self.masking)
+    return driver.Training(self.task, None, unit="sequences")
+
+  def evaluate_while_training(self, model, context: driver.Context) -> dict[str, float]:
+    if "evaluator" not in context.kept:
+      context.kept["evaluator"] = Evaluator(self.task)
+    return context.kept["evaluator"](model)
+
+  def fit(self, training: driver.Training, evaluate, context: driver.Context):
+    """--num_train_steps (warmup --num_warmup_steps); evaluation while training with --eval_every_steps (reported:
+    no best model or early stopping; the last is --do_eval's); the encoder from --init_checkpoint unless a
+    checkpoint is resumed. The chief writes the model's bert_config.json first."""
+    config = self.config
+    every = config.eval_every_steps
+    run = self.trainer_cls(
+        training.task, context.strategy,
+        lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, config.num_train_steps,
+                                              config.num_warmup_steps, dtype=config.dtype),
+        config.trainer_config(), evaluation.Evaluation(evaluate, None, every) if every else None)
+    if context.chief:
+      config.model_config().to_json_file(os.path.join(config.output_dir, checkpoints.CONFIG_NAME))
+    if config.init_checkpoint and run.checkpointer.latest() is None:
+      from bert_tf.model import released
+
+      # hf:<id> / keras_hub:<preset>: the folder they were converted into.
+      prefix = checkpoints.restore_encoder(run.model.encoder, released.local_path(config.init_checkpoint))
+      logging.info("initialised the encoder from %s", prefix)
+    result = run.train()
+    context.kept["trainer"] = run
+    context.summary["result"] = result
+    return run, result
+
+  def trained_dir(self) -> str:
+    return self.config.output_dir  # the hand-off's folders and bert_config.json: fine-tuning's --init_checkpoint
+
+  @property
+  def saves(self) -> bool:
+    return self.config.export_encoder
+
+  def save(self, model, directory: str, context: driver.Context) -> None:
+    """The encoder hand-off (`checkpoints.export_encoder`); a full disk is one line saying how much room to make
+    (the training checkpoint is complete, so a rerun only exports)."""
+    config = self.config
     try:
-      checkpoints.export_encoder(run.model.encoder, config.model_config(), config.output_dir)
+      checkpoints.export_encoder(model.encoder, config.model_config(), directory)
     except (OSError, tf.errors.OpError) as e:
       if not is_disk_full(e):
         raise
-      # export_encoder removed its temporaries; the training checkpoint is complete, so a rerun only exports.
-      needed = 2 * sum(v.shape.num_elements() * 4 for v in run.model.encoder.variables)  # checkpoint + SavedModel
-      raise DiskFull(f"no room to write the encoder under {config.output_dir} ({e.__class__.__name__}: "
+      # export_encoder removed its temporaries.
+      needed = 2 * sum(v.shape.num_elements() * 4 for v in model.encoder.variables)  # checkpoint + SavedModel
+      raise DiskFull(f"no room to write the encoder under {directory} ({e.__class__.__name__}: "
                      f"{first_line(e)[:200]}): it needs about {needed / 2**20:.1f} MiB free; "
-                     f"training finished and is saved in {run.checkpointer.latest()}: free space and rerun the "
-                     "same command, which only writes the encoder") from None
-  if config.do_eval and not result.interrupted and distribute.is_chief(strategy):
+                     f"training finished and is saved in {context.kept['trainer'].checkpointer.latest()}: free "
+                     "space and rerun the same command, which only writes the encoder") from None
+
+  def _latest(self) -> str:
+    from bert_tf import fileio
+
+    directory = fileio.absolute(os.path.join(self.config.output_dir, "checkpoints"))
+    latest = tf.train.latest_checkpoint(directory)
+    if latest is None:
+      raise ValueError(f"--do_eval without --do_train: {directory} holds no checkpoint to evaluate; add "
+                       "--do_train, or pass the --output_dir of a pretraining run")
+    return latest
+
+  def loaded_dir(self) -> str:
+    return self.config.output_dir
+
+  def load(self, directory: str, context: driver.Context):
+    """--do_eval without --do_train: the model of the newest checkpoint in <output_dir>/checkpoints
+    (google-research evaluates its output_dir's newest)."""
+    latest = self.inputs["checkpoint"]
+    self.task = PretrainingTask(self.config, self.masking)
+    model = self.task.build_model()
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    tf.train.Checkpoint(model=model, step=step).restore(latest).expect_partial().assert_existing_objects_matched()
+    logging.info("evaluating %s", latest)
+    context.summary["result"] = trainer.TrainResult(int(step.numpy()), {}, interrupted=False)
+    return model
+
+  def evaluate(self, model, model_dir: str, context: driver.Context) -> None:
+    """google-research's --do_eval, on the chief: eval_results.txt of the trained (or loaded) model; the
+    evaluation while training at the last step, when there was one, is not repeated."""
+    if not context.chief:
+      return
+    result = context.summary["result"]
     history = result.evaluation["eval_history"] if result.evaluation else []
     evaluated = None
     if history and history[-1]["step"] == result.step:  # --eval_every_steps evaluated the last step
       evaluated = {k: v for k, v in history[-1].items() if k != "step"}
-    results = _do_eval(task, run.model, config.output_dir, result.step, evaluated)
-    result = dataclasses.replace(result, metrics={**result.metrics, **results})
-  return result
-
-
-def _evaluate_latest(config: PretrainingConfig, masking) -> trainer.TrainResult:
-  """--do_eval without --do_train: evaluates the newest checkpoint in <output_dir>/checkpoints (google-research
-  evaluates its output_dir's newest) and writes eval_results.txt. Takes no run lock: a training run may go on
-  in the same directory."""
-  from bert_tf import fileio
-
-  directory = fileio.absolute(os.path.join(config.output_dir, "checkpoints"))
-  latest = tf.train.latest_checkpoint(directory)
-  if latest is None:
-    raise ValueError(f"--do_eval without --do_train: {directory} holds no checkpoint to evaluate; add --do_train, "
-                     "or pass the --output_dir of a pretraining run")
-  check_resume_options(config)
-  task = PretrainingTask(config, masking)
-  model = task.build_model()
-  step = tf.Variable(0, dtype=tf.int64, trainable=False)
-  tf.train.Checkpoint(model=model, step=step).restore(latest).expect_partial().assert_existing_objects_matched()
-  logging.info("evaluating %s", latest)
-  results = _do_eval(task, model, config.output_dir, int(step.numpy()))
-  return trainer.TrainResult(int(step.numpy()), results, interrupted=False)
+    results = _do_eval(self.task, model, self.config.output_dir, result.step, evaluated)
+    context.summary["result"] = dataclasses.replace(result, metrics={**result.metrics, **results})
