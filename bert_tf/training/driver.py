@@ -321,7 +321,7 @@ def _select(run: TaskRun, runs: list[TaskRun], strategy, tokenizer, say: Say, ch
   selection = {"metric": run.selection_metric(),
                "best": {k: context.summary[k] for k in ("learning_rate", "seed", "output_dir", "score")},
                "runs": results}
-  model_dir = os.path.join(run.config.output_dir, run.model_dir)
+  model_dir = run.trained_dir()
   if chief:
     fileio.write_text_atomic(os.path.join(run.config.output_dir, "selection.json"),
                              json.dumps(selection, indent=2) + "\n")
