@@ -210,7 +210,7 @@ class PretrainingRun(driver.TaskRun):
   folder, google-research's --do_eval; no tokenizer, prediction or export. The driver's summary holds the
   trainer's result under "result" (what `run_pretraining` returns)."""
 
-  saved_model_noun = "encoder for fine-tuning (encoder_checkpoint/, encoder_savedmodel/, bert_config.json)"
+  saved_model_noun = "pretrained encoder (fine-tuning's --init_checkpoint)"
   outputs = _OUTPUTS
   model_dir = checkpoints.ENCODER_CHECKPOINT_DIR  # what says the run saved weights (`run_identity.has_weights`)
   do_predict = False
