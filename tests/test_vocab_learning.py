@@ -137,3 +137,22 @@ def test_script_refuses_bad_inputs_naming_them(tmp_path, input_file, content, ex
   assert "Traceback" not in result.stderr
   assert result.stderr.splitlines() == [f"error: {expected}"]
   assert not (tmp_path / "out").exists()
+
+
+def test_learning_a_vocabulary_starts_no_tensorflow_and_learns_what_tensorflow_texts_import_learns():
+  """tensorflow-text's learner is loaded from its file (`_learner`): importing its package would start TensorFlow
+  (seconds) for a pure-Python algorithm. In a fresh process: no TensorFlow, and the vocabulary equals the one the
+  learner gives when imported by its package name (this process has tensorflow_text loaded)."""
+  code = ("import sys\nfrom bert_tf.data import vocab_learning as vl\n"
+          "lines = sys.stdin.read().splitlines()\n"
+          "vocab = vl.learn_wordpiece_vocab(lines, 131, True)\n"
+          "print('tensorflow' in sys.modules, 'tensorflow_text' in sys.modules)\nprint('\\n'.join(vocab))")
+  lines = default_corpus_text().splitlines()[:400]
+  result = subprocess.run([sys.executable, "-c", code], input="\n".join(lines), capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert result.returncode == 0, result.stderr[-2000:]
+  loaded, *vocab = result.stdout.splitlines()
+  assert loaded == "False False"
+  import tensorflow_text  # noqa: F401  the learner by its package name from here on
+  assert vl._learner().__name__ == "tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib"
+  assert vocab == vl.learn_wordpiece_vocab(lines, 131, True) and len(vocab) > 100

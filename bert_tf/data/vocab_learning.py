@@ -67,14 +67,31 @@ def vocab_from_counts(counts: dict, vocab_size: int, reserved_tokens: Sequence[s
   check_vocab_size(vocab_size, reserved)
   if not counts:
     raise NoWordsError("no words to learn a vocabulary from: the input is empty or only whitespace")
-  # Only now: it loads TensorFlow (seconds), which an input error need not wait for.
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
-  vocab = learner.learn(
+  vocab = _learner().learn(
       counts, vocab_size, reserved, lower_thresh=min_count, max_token_length=max_token_length,
       max_unique_chars=max_unique_chars, slack_ratio=slack_ratio, num_iterations=num_iterations,
       include_joiner_token=True, joiner=SUFFIX_INDICATOR)
   return _trim(vocab, vocab_size, len(reserved))
+
+
+def _learner():
+  """tensorflow-text's WordPiece learner (`wordpiece_tokenizer_learner_lib`: plain Python and numpy), loaded from
+  its file when TensorFlow is not loaded yet: importing it by its package name first runs tensorflow_text's
+  `__init__`, which starts TensorFlow (about 3 s of CPU) for nothing."""
+  import importlib
+  import importlib.util
+  import os
+  import sys
+
+  name = "tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib"
+  if "tensorflow_text" in sys.modules:
+    return importlib.import_module(name)
+  package = importlib.util.find_spec("tensorflow_text")  # finds the package without importing it
+  path = os.path.join(os.path.dirname(package.origin), *name.split(".")[1:]) + ".py"
+  spec = importlib.util.spec_from_file_location("bert_tf.data._wordpiece_learner", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def _trim(vocab: list[str], vocab_size: int, num_reserved: int) -> list[str]:
