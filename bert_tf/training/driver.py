@@ -121,9 +121,10 @@ class TaskRun:
     """What defines this run's weights (`run_identity`), for --do_train."""
     raise NotImplementedError
 
-  def train_path(self) -> str:
-    """The training file (an input the output dir must not hold when --overwrite_output_dir empties it)."""
-    return self.inputs["train"].path
+  def input_paths(self) -> tuple[str | None, ...]:
+    """The run's own inputs, which the output dir must not hold when --overwrite_output_dir empties it:
+    --init_checkpoint, --vocab_file and the training file."""
+    return (self.options.init_checkpoint, self.config.vocab_file, self.inputs["train"].path)
 
   def strategy(self) -> tf.distribute.Strategy:
     """The strategy the run options ask for (--distribution_strategy, --num_gpus, --tpu_name, ...)."""
@@ -139,9 +140,8 @@ class TaskRun:
     """--do_train: refuses a rerun that would change the output dir's run, before any work
     (`run_identity.start_run`); starts over with --overwrite_output_dir. Each of the selection protocol's runs
     (`selection_runs`) records its own in its folder. Only the chief (`chief`) writes the records."""
-    run_identity.start_run(self.config.output_dir, self.run_identity(), self.ft.overwrite_output_dir, chief,
-                           outputs=self.outputs, model_dirs=(self.model_dir,),
-                           inputs=(self.ft.init_checkpoint, self.config.vocab_file, self.train_path()), say=say)
+    run_identity.start_run(self.config.output_dir, self.run_identity(), self.options.overwrite_output_dir, chief,
+                           outputs=self.outputs, model_dirs=(self.model_dir,), inputs=self.input_paths(), say=say)
     for run in self.selection_runs():
       run_identity.start_run(run.config.output_dir, run.run_identity(), chief=chief, outputs=self.outputs,
                              model_dirs=(self.model_dir,), say=say)

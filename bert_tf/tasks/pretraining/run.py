@@ -237,6 +237,10 @@ class PretrainingRun(driver.TaskRun):
       checked.append(config.eval_input)
     for input_file in dict.fromkeys(checked):
       check_records(config, input_file)
+    if config.do_train:
+      from bert_tf import fileio
+
+      self.inputs["train"] = fileio.expand_globs(config.input_file)  # the record files --input_file matched
     if config.dynamic_masking:
       self.masking = inputs.MaskingConfig.from_vocab_file(
           config.vocab_file, whole_word_mask=config.do_whole_word_mask, mask_token_rate=config.mask_token_rate,
@@ -258,16 +262,19 @@ class PretrainingRun(driver.TaskRun):
     evaluation alone takes none: a training run may go on in the same directory."""
     return run_lock.RunLock(self.config.output_dir, enabled=chief) if self.config.do_train else super().lock(chief)
 
-  def start_runs(self, say, chief: bool) -> None:
-    config = self.config
-    from bert_tf import fileio
+  def run_identity(self) -> run_identity.RunIdentity:
+    return run_identity_of(self.config, self.inputs["train"])
 
-    input_files = fileio.expand_globs(config.input_file)
+  def input_paths(self) -> tuple[str | None, ...]:
+    return (self.config.init_checkpoint, self.config.vocab_file, *self.inputs["train"])
+
+  def start_runs(self, say, chief: bool) -> None:
+    """The driver's, after `check_resume_options` for a directory from before run records (its checkpoint or
+    options file tells what run it holds)."""
+    config = self.config
     if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
-      check_resume_options(config)  # a directory from before run records: its checkpoint or options file tells
-    run_identity.start_run(config.output_dir, run_identity_of(config, input_files), config.overwrite_output_dir,
-                           chief, outputs=_OUTPUTS, model_dirs=(checkpoints.ENCODER_CHECKPOINT_DIR,),
-                           inputs=(config.init_checkpoint, config.vocab_file, *input_files), say=say)
+      check_resume_options(config)
+    super().start_runs(say, chief)
 
   def check_init_checkpoint(self) -> None:
     """--init_checkpoint is checked as a path by `validate`, and against the model when it is restored, before
