@@ -20,6 +20,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))  # So tests can `import assets` however pytest is started.
 
 import assets  # noqa: E402
+import runtime_packages  # noqa: E402
+
+# Computed once, here, before pytest-xdist starts its workers: they inherit it with the environment.
+runtime_packages.hidden_env()
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+import runtime_packages
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = "<!-- workflow -->"
 DOCS = ("docs/data.md", "docs/pretraining.md", "docs/finetuning.md", "docs/serving.md")
@@ -175,7 +177,8 @@ def _exists(path: str) -> bool:
 def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # The commands' relative paths, checked here, resolve where they run.
   _write_mrpc("glue_data/MRPC")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=runtime_packages.SITE_DIR,  # as a user's install
+             **{runtime_packages.HIDDEN_ENV: runtime_packages.hidden_env()})
   outputs = {}
   for command in chain:
     reads, writes = reads_and_writes(command)

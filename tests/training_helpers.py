@@ -65,8 +65,13 @@ def free_ports(n: int) -> list[int]:
 
 
 def python_env(**extra) -> dict:
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
-             CUDA_VISIBLE_DEVICES="")
+  """The environment of the processes tests start: this repository importable, no GPU, and the repository's scripts
+  run with only the packages a user's install has (runtime_packages.py)."""
+  import runtime_packages
+
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests"), runtime_packages.SITE_DIR]),
+             **{runtime_packages.HIDDEN_ENV: runtime_packages.hidden_env()})
   env.update({k: str(v) for k, v in extra.items()})
   return env
 
