@@ -21,6 +21,14 @@ import uuid
 import zlib
 
 
+def cache_dir() -> str:
+  """Where bert_tf keeps what it can compute again (converted released models, TensorFlow's core op list):
+  $BERT_TF_CACHE, else $XDG_CACHE_HOME/bert_tf, else ~/.cache/bert_tf."""
+  if os.environ.get("BERT_TF_CACHE"):
+    return os.environ["BERT_TF_CACHE"]
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_tf")
+
+
 def is_remote(path: str) -> bool:
   return "://" in path
 

@@ -26,6 +26,16 @@ import runtime_packages  # noqa: E402
 runtime_packages.hidden_env()
 
 
+@pytest.hookimpl(trylast=True)  # after the tmpdir plugin's, which makes tmp_path_factory
+def pytest_configure(config):
+  """bert_tf's cache ($BERT_TF_CACHE: converted models, TensorFlow's core op list) in the run's own temporary
+  folder rather than the user's, unless the caller chose one. Set in the main process before pytest-xdist starts
+  its workers, so they and every process a test starts share it: an export asks for the core op list once per
+  run, not once per process (bert_tf.export.serving.core_op_types)."""
+  if not os.environ.get("BERT_TF_CACHE") and not os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["BERT_TF_CACHE"] = str(config._tmp_path_factory.getbasetemp() / "bert_tf_cache")
+
+
 @pytest.fixture(scope="session")
 def bert_uncased_vocab_file() -> str:
   """bert-base-uncased's vocab.txt (30,522 tokens), fetched once into .cache/ (see tests/assets.py)."""

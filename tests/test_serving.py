@@ -238,6 +238,52 @@ def test_ops_missing_from_core_asks_a_process_without_tensorflow_text():
       "NoSuchOp", "RegexSplitWithOffsets"]
 
 
+def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monkeypatch, request):
+  request.addfinalizer(serving.core_op_types.cache_clear)  # the other tests get the real list again
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
+  asked = []
+
+  def ask(real=serving._ask_core_op_types):
+    asked.append(serving._core_ops_key())
+    return real() if len(asked) == 1 else frozenset({"MatMul", f"Asked{len(asked)}"})
+
+  monkeypatch.setattr(serving, "_ask_core_op_types", ask)
+  serving.core_op_types.cache_clear()
+  first = serving.core_op_types()
+  key = serving._core_ops_key()
+  kept = tmp_path / "cache" / "core_ops" / f"{key}.json"
+  assert len(asked) == 1 and "MatMul" in first and "RegexSplitWithOffsets" not in first
+  assert json.loads(kept.read_text()) == {"key": key, "tensorflow": tf.__version__, "ops": sorted(first)}
+  assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # no temporary file left
+  # Another process of the same installation reads it: no TensorFlow start-up.
+  serving.core_op_types.cache_clear()
+  assert serving.core_op_types() == first and len(asked) == 1
+  # A damaged file is asked again and rewritten.
+  kept.write_text('{"key": "')
+  serving.core_op_types.cache_clear()
+  assert serving.core_op_types() == {"MatMul", "Asked2"} and len(asked) == 2
+  assert json.loads(kept.read_text())["ops"] == ["Asked2", "MatMul"]
+  # Another TensorFlow (version, or a plugin added to or changed in a site-packages folder) has its own key.
+  monkeypatch.setattr(tf, "__version__", "2.99.0")
+  other_version = serving._core_ops_key()
+  site_dir = tmp_path / "site-packages"
+  (site_dir / "tensorflow-plugins").mkdir(parents=True)
+  plugin = site_dir / "tensorflow-plugins" / "libdevice_plugin.so"
+  plugin.write_bytes(b"\0" * 7)
+  monkeypatch.syspath_prepend(str(site_dir))
+  with_plugin = serving._core_ops_key()
+  os.utime(plugin, ns=(1, 1))
+  assert len({key, other_version, with_plugin, serving._core_ops_key()}) == 4
+  serving.core_op_types.cache_clear()
+  assert serving.core_op_types() == {"MatMul", "Asked3"} and asked[-1] == serving._core_ops_key()
+  # A cache that cannot be written is passed over: the answer still comes.
+  blocked = tmp_path / "a_file"
+  blocked.write_text("")
+  monkeypatch.setenv("BERT_TF_CACHE", str(blocked))
+  serving.core_op_types.cache_clear()
+  assert serving.core_op_types() == {"MatMul", "Asked4"}
+
+
 def _warmup_requests(version_dir):
   from tensorflow_serving.apis import prediction_log_pb2
 

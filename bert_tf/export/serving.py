@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import os
+import site
 import subprocess
 import sys
 from typing import Any, Callable, Mapping, Sequence
@@ -206,17 +207,34 @@ def check_warmup_instances(instances: Sequence[Mapping[str, Any]],
   return cleaned
 
 
+def traced_as_saved(function: Any) -> Any:
+  """The concrete function of a signature function (a tf.function with an input_signature, or a concrete function
+  as it is), traced as `tf.saved_model.save` traces it.
+
+  tf.saved_model.save traces a module's functions in its save context, and a tf.function's cache keeps traces of
+  that context apart from others: a signature traced outside it before the save (to read its inputs, to run the
+  warmup requests) was traced twice, and the serving signature's trace (tokenizer, encoder, head) is most of an
+  export's time for a small model. Traced here in the same context, it is traced once: the save takes this trace
+  from the function's cache, so the warmup requests run the very graph the SavedModel holds. TensorFlow has no
+  public name for that context; `save_context` is its module in TensorFlow 2.20 (pinned: requirements.txt)."""
+  from tensorflow.python.saved_model import save_context, save_options
+
+  if isinstance(function, tf.types.experimental.ConcreteFunction):
+    return function
+  try:
+    if save_context.in_save_context():
+      return function.get_concrete_function()
+    with save_context.save_context(save_options.SaveOptions()):
+      return function.get_concrete_function()
+  except (AttributeError, TypeError, ValueError) as e:
+    raise ValueError(f"signature function {function!r}: give a tf.function with an input_signature (or a "
+                     f"concrete function) ({errors.first_line(e)})") from None
+
+
 def signature_input_specs(function: Any) -> dict[str, tf.TensorSpec]:
   """Input name -> TensorSpec of a signature function (a tf.function with an input_signature, or a concrete
   function), named as the saved signature will name them: the TensorSpec's name, else the argument's."""
-  if isinstance(function, tf.types.experimental.ConcreteFunction):
-    concrete = function
-  else:
-    try:
-      concrete = function.get_concrete_function()
-    except (AttributeError, TypeError, ValueError) as e:
-      raise ValueError(f"signature function {function!r}: give a tf.function with an input_signature (or a "
-                       f"concrete function) ({errors.first_line(e)})") from None
+  concrete = traced_as_saved(function)
   args, kwargs = concrete.structured_input_signature
   specs = {spec.name: spec for spec in args}
   specs.update({name: spec for name, spec in kwargs.items()})
@@ -227,8 +245,7 @@ def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Se
                 signature_name: str) -> None:
   """Runs the batch of all warmup examples through the in-memory signature: TF Serving refuses to load a version
   whose warmup request fails, so a failing one is an export error, not a deployment one."""
-  concrete = function if isinstance(function, tf.types.experimental.ConcreteFunction) else (
-      function.get_concrete_function())
+  concrete = traced_as_saved(function)
   try:
     concrete(**{name: tf.constant([instance[name] for instance in instances], spec.dtype)
                 for name, spec in specs.items()})
@@ -299,8 +316,56 @@ def saved_model_op_types(saved_model_dir: str) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def core_op_types() -> frozenset[str]:
-  """Every op type that a Python process importing only `tensorflow` (not tensorflow_text) registers; asked once
-  per process (a TensorFlow start-up, seconds)."""
+  """Every op type that a Python process importing only `tensorflow` (not tensorflow_text) registers.
+
+  Asking costs a TensorFlow start-up (seconds of CPU), and the answer depends only on the TensorFlow
+  installation, so it is kept in <fileio.cache_dir()>/core_ops/<key>.json, the key naming this interpreter,
+  TensorFlow's version and folder, and the size and modification time of each of its op-registering libraries
+  and plugins (`_core_ops_key`): reinstalling or upgrading TensorFlow asks again. A cache that cannot be read
+  or written is passed over (asked again, and not kept)."""
+  key = _core_ops_key()
+  path = os.path.join(fileio.cache_dir(), "core_ops", f"{key}.json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      kept = json.load(f)
+    if kept.get("key") == key and isinstance(kept.get("ops"), list) and kept["ops"]:
+      return frozenset(kept["ops"])
+  except (OSError, ValueError, AttributeError):
+    pass  # none kept yet, or unreadable: ask
+  ops = _ask_core_op_types()
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temp = f"{path}.tmp-{os.getpid()}"
+    with open(temp, "w", encoding="utf-8") as f:
+      json.dump({"key": key, "tensorflow": tf.__version__, "ops": sorted(ops)}, f)
+    os.replace(temp, path)  # whole or not at all: a process reading beside this one sees the old file or the new
+  except OSError as e:
+    logging.debug("core op list not cached at %s: %s", path, e)
+  return ops
+
+
+def _core_ops_key() -> str:
+  """What the core op list depends on: the interpreter, TensorFlow's version and folder, and the libraries that
+  register ops when it is imported (its own shared objects, and the plugins of every tensorflow-plugins folder
+  that TensorFlow loads at import), each by name, size and modification time."""
+  tf_dir = os.path.dirname(os.path.realpath(tf.__file__))
+  libraries = [os.path.join(tf_dir, name) for name in os.listdir(tf_dir)]
+  libraries += [os.path.join(tf_dir, "python", name) for name in os.listdir(os.path.join(tf_dir, "python"))]
+  # TensorFlow's __init__ loads every tensorflow-plugins folder of its site-packages folders.
+  for site_dir in {os.path.dirname(tf_dir), *site.getsitepackages(), *(p for p in sys.path if "site-packages" in p)}:
+    plugins = os.path.join(site_dir, "tensorflow-plugins")
+    if os.path.isdir(plugins):
+      libraries += [os.path.join(plugins, name) for name in os.listdir(plugins)]
+  parts = [os.path.realpath(sys.executable), tf.__version__, tf_dir]
+  for library in sorted(libraries):
+    if ".so" in os.path.basename(library) or library.endswith((".dylib", ".dll", ".pyd")):
+      stat = os.stat(library)
+      parts.append(f"{library}:{stat.st_size}:{stat.st_mtime_ns}")
+  return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def _ask_core_op_types() -> frozenset[str]:
+  """The op types that a fresh `python -I` process importing only `tensorflow` registers."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
   result = subprocess.run([sys.executable, "-I", "-c", _CORE_OP_CHECK], capture_output=True, text=True, env=env,
                           timeout=600)

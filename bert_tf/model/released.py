@@ -29,13 +29,6 @@ HF_FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", 
 HF_OPTIONAL_FILES = ["tokenizer.json", "bert_tf.json"]
 
 
-def cache_dir() -> str:
-  """Where converted models are kept: $BERT_TF_CACHE, else $XDG_CACHE_HOME/bert_tf, else ~/.cache/bert_tf."""
-  if os.environ.get("BERT_TF_CACHE"):
-    return os.environ["BERT_TF_CACHE"]
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_tf")
-
-
 def local_path(path: str) -> str:
   """`path` (without a trailing /), or for a released name the local `ours` folder of its converted weights
   (downloaded and converted on first use); for a local Hugging Face folder of a fine-tuned task model
@@ -50,7 +43,7 @@ def local_path(path: str) -> str:
   path = path.rstrip("/")
   if convert_tasks.hf_task_kind(path) is not None:
     name = os.path.basename(os.path.abspath(path)) if "://" not in path else os.path.basename(path)
-    target = os.path.join(cache_dir(), "converted", "hf", f"{name}-{_folder_hash(path)}")
+    target = os.path.join(fileio.cache_dir(), "converted", "hf", f"{name}-{_folder_hash(path)}")
     return _converted_once(target, lambda d: convert_tasks.save_ours(convert_tasks.load_hf(path), d), path)
   return path
 
@@ -96,7 +89,7 @@ def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
   task model's folder for a Hugging Face model with a task head: bert_tf.model.convert_tasks)."""
   from bert_tf.model import convert_tasks
 
-  target = os.path.join(cache_dir(), "released", scheme.rstrip(":"), name.replace("/", "--"), revision)
+  target = os.path.join(fileio.cache_dir(), "released", scheme.rstrip(":"), name.replace("/", "--"), revision)
   # A task model converted before task heads were (encoder/ alone) is converted again.
   again = scheme == HF and convert_tasks.hf_task_kind(source) is not None and convert_tasks.folder_kind(target) is None
   return _converted_once(target, lambda d: convert_tasks.save_ours(load(source), d), f"{scheme}{name} ({source})",
