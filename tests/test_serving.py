@@ -709,6 +709,29 @@ def test_export_servable_warmup_requests(word_export):
       assert [s.decode() for s in tf.make_ndarray(request.inputs[name])] == [b[name] for b in batch]
 
 
+def test_an_export_traces_each_signature_once_and_warms_up_the_saved_graph(tmp_path):
+  traced = []
+
+  class Counted(WordServer):
+    def _serve(self, question, context):
+      traced.append("serve")
+      return super()._serve(question, context)
+
+    def _count(self, text):
+      traced.append("count")
+      return super()._count(text)
+
+  server = Counted(offset=10)
+  path = serving.export_servable(server, {"serving_default": server.serve, "count": server.count},
+                                 str(tmp_path / "export"), "words", None, WORD_WARMUP, WORD_MANIFEST)
+  # The warmup run's trace of serving_default is the one tf.saved_model.save writes: no second trace.
+  assert sorted(traced) == ["count", "serve"]
+  assert os.path.basename(path) == "1"
+  loaded = tf.saved_model.load(path)
+  out = loaded.signatures["serving_default"](question=tf.constant(["a b"]), context=tf.constant(["x y z"]))
+  assert out["words"].numpy().tolist() == [13]
+
+
 def test_export_servable_writes_under_a_hidden_name_and_takes_the_next_version(tmp_path, monkeypatch):
   """While the version is being written, the model folder holds only a hidden, non-numeric name (what TF
   Serving ignores); then the version appears whole. Exporting again takes the next version; an existing one is
