@@ -87,8 +87,23 @@ def run(main: Callable[[list[str]], None]) -> None:
       print(f"error: out of disk space (or over a file-size limit): {first_line(e)}; free space and rerun the same "
             "command", file=sys.stderr)
       sys.exit(1)
+    finally:
+      skip_the_collections_at_exit()
 
   app.run(wrapped)
+
+
+def skip_the_collections_at_exit() -> None:
+  """Collects the garbage once, then freezes what is left: Python's shutdown, tearing down TensorFlow's millions of
+  objects, otherwise runs the cyclic garbage collector over all of them several times, about 0.5 s of CPU at the
+  end of every command that imported TensorFlow. What the collection here leaves is live and is freed as usual
+  (by reference counts); only a reference cycle that becomes garbage during the shutdown itself is left to the
+  operating system. Every output is written, flushed and closed before this point (files by `with`, summary
+  writers flushed by the trainer), and garbage that exists now is still finalized by the collection here."""
+  import gc
+
+  gc.collect()
+  gc.freeze()
 
 
 # -- Flags every training script shares -------------------------------------------------------------------------

@@ -7,11 +7,14 @@ Keras imports scikit-learn (its sklearn wrappers) and matplotlib (its plotting u
 installed, about 1.3 s of CPU in each process that imports TensorFlow here. And a script that imported a
 development-only package by mistake would pass every test here and fail at a user's.
 
-So the scripts that tests start (`scripts/*.py`, `bert-tf-*` commands, tests/interrupted_run.py) run as in a
-user's install: tests put `runtime_site/` on their PYTHONPATH (training_helpers.python_env; test_readme's commands),
-whose `sitecustomize` hides from such a process the top-level modules of every installed distribution outside
-bert_tf's dependency closure (`hidden_modules()`, passed in HIDDEN_ENV). Helper processes (references, peers,
-bench/) and the test processes themselves see everything.
+So the processes that tests start run as in a user's install: tests put `runtime_site/` on their PYTHONPATH
+(training_helpers.python_env; test_readme's commands), whose `sitecustomize` hides from such a process the top-level
+modules of every installed distribution outside bert_tf's dependency closure (`hidden_modules()`, passed in
+HIDDEN_ENV). That covers every process started through python_env (RUNTIME_ONLY_ENV: the scripts, the clients of an
+export, the helpers that train in a fresh process, bench/accelerator_check.py's dry run) and, whoever starts them,
+the scripts (`scripts/*.py`, `bert-tf-*` commands, tests/interrupted_run.py). The processes that run a reference or
+a peer (`python_env(dev_packages=True)`, or an environment of their own) and the test processes themselves see
+everything.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import importlib.metadata
 import os
 import re
 
-from runtime_site.sitecustomize import HIDDEN_ENV, top_level
+from runtime_site.sitecustomize import HIDDEN_ENV, RUNTIME_ONLY_ENV, top_level  # noqa: F401 (the tests use all three)
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime_site")
 EXTRAS = ("beam",)  # bert_tf's extras the suite installs and tests (pyproject.toml); `gpu` is not installed here

@@ -192,3 +192,41 @@ def test_the_masking_flags_have_google_researchs_rates_and_say_when_they_apply()
   static = flags.FlagValues()
   cli.define_masking_flags(flag_values=static)
   assert static["random_token_rate"].help.startswith("Share replaced by a random token")
+
+
+_EXIT_PROBE = """
+import atexit, gc, sys
+from bert_tf import cli
+
+class Cycle:
+  def __init__(self, path):
+    self.path, self.me = path, self
+  def __del__(self):
+    with open(self.path, "w") as f:
+      f.write("finalized")
+
+def main(argv):
+  Cycle(sys.argv[1])  # garbage in a reference cycle: only the collector frees it
+  if sys.argv[2] == "fail":
+    raise ValueError("--x: bad")
+
+atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0))
+cli.run(main)
+"""
+
+
+@pytest.mark.parametrize("outcome", ["ok", "fail"])
+def test_a_command_collects_once_and_skips_the_collections_of_the_shutdown(tmp_path, outcome):
+  import subprocess
+  import sys
+
+  import training_helpers as th
+
+  marker = tmp_path / "finalized.txt"
+  done = subprocess.run([sys.executable, "-c", _EXIT_PROBE, str(marker), outcome], cwd=tmp_path, env=th.python_env(),
+                        capture_output=True, text=True, timeout=60)
+  assert done.returncode == (0 if outcome == "ok" else 1), done.stderr
+  assert done.stdout.strip() == "frozen True"
+  assert marker.read_text() == "finalized"  # garbage of the run is finalized by the one collection
+  if outcome == "fail":
+    assert done.stderr.strip() == "error: --x: bad"

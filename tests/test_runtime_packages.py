@@ -1,5 +1,5 @@
-"""tests/runtime_packages.py and tests/runtime_site/sitecustomize.py: the scripts that tests start see the packages of
-a user's install, no development-only one; every other process sees everything."""
+"""tests/runtime_packages.py and tests/runtime_site/sitecustomize.py: the processes that tests start see the packages
+of a user's install, no development-only one, unless they run a reference or a peer; pytest's own see everything."""
 
 import os
 import subprocess
@@ -34,15 +34,24 @@ def test_only_the_repositorys_scripts_and_bert_tf_commands_are_user_commands():
     assert not sitecustomize.is_user_command(other), other
 
 
-def test_a_script_started_by_a_test_cannot_import_a_hidden_module_and_other_processes_can():
+def test_a_process_started_by_a_test_cannot_import_a_hidden_module_unless_it_runs_a_reference():
   # absl, which every script imports first, hidden for this test: the script stops at its first import.
   script = [sys.executable, os.path.join("scripts", "predict.py"), "--print_request", "--sentence1=a"]
-  hidden = th.python_env(**{runtime_packages.HIDDEN_ENV: "absl,sklearn"})
-  stopped = subprocess.run(script, cwd=th.REPO, env=hidden, capture_output=True, text=True, timeout=60)
+  hidden = {runtime_packages.HIDDEN_ENV: "absl,sklearn"}
+  stopped = subprocess.run(script, cwd=th.REPO, env=th.python_env(**hidden), capture_output=True, text=True,
+                           timeout=60)
   assert stopped.returncode == 1 and "ModuleNotFoundError: No module named 'absl'" in stopped.stderr, stopped.stderr
   ran = subprocess.run(script, cwd=th.REPO, env=th.python_env(), capture_output=True, text=True, timeout=60)
   assert ran.returncode == 0 and '"sentence1": "a"' in ran.stdout, ran.stderr
-  other = subprocess.run([sys.executable, "-c", "import absl, sklearn"], cwd=th.REPO, env=hidden, capture_output=True,
+  # A script sees a user's packages even in an environment that lets other processes see every package.
+  stopped = subprocess.run(script, cwd=th.REPO, env=th.python_env(dev_packages=True, **hidden), capture_output=True,
+                           text=True, timeout=60)
+  assert stopped.returncode == 1 and "No module named 'absl'" in stopped.stderr, stopped.stderr
+  # Any other process: hidden from python_env's, seen by a reference's (dev_packages=True).
+  probe = [sys.executable, "-c", "import absl, sklearn"]
+  other = subprocess.run(probe, cwd=th.REPO, env=th.python_env(**hidden), capture_output=True, text=True, timeout=60)
+  assert other.returncode == 1 and "No module named 'absl'" in other.stderr, other.stderr
+  other = subprocess.run(probe, cwd=th.REPO, env=th.python_env(dev_packages=True, **hidden), capture_output=True,
                          text=True, timeout=60)
   assert other.returncode == 0, other.stderr
 
@@ -52,7 +61,8 @@ def test_a_hidden_package_looks_uninstalled_to_imports_probes_and_metadata():
 import importlib.metadata, importlib.util, sys
 import sitecustomize
 sitecustomize.hide(["sklearn"])
-assert importlib.util.find_spec("sklearn") is None
+sitecustomize.hide(["pytest"])  # a second call adds to the first
+assert importlib.util.find_spec("sklearn") is None and importlib.util.find_spec("pytest") is None
 assert importlib.util.find_spec("numpy") is not None
 try:
   import sklearn.metrics
@@ -69,6 +79,6 @@ else:
 assert importlib.metadata.distribution("numpy").version
 print("hidden")
 """
-  done = subprocess.run([sys.executable, "-c", code], cwd=th.REPO, env=th.python_env(), capture_output=True, text=True,
-                        timeout=60)
+  done = subprocess.run([sys.executable, "-c", code], cwd=th.REPO, env=th.python_env(dev_packages=True),
+                        capture_output=True, text=True, timeout=60)
   assert done.returncode == 0 and done.stdout.strip() == "hidden", done.stderr

@@ -64,14 +64,19 @@ def free_ports(n: int) -> list[int]:
   return ports
 
 
-def python_env(**extra) -> dict:
-  """The environment of the processes tests start: this repository importable, no GPU, and the repository's scripts
-  run with only the packages a user's install has (runtime_packages.py)."""
+def python_env(dev_packages: bool = False, **extra) -> dict:
+  """The environment of the processes tests start: this repository importable, no GPU, and only the packages a
+  user's install has (runtime_packages.py); `dev_packages=True` for a process that needs the development ones (a
+  reference or a peer). The repository's scripts see only a user's packages either way."""
   import runtime_packages
 
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests"), runtime_packages.SITE_DIR]),
              **{runtime_packages.HIDDEN_ENV: runtime_packages.hidden_env()})
+  if dev_packages:
+    env.pop(runtime_packages.RUNTIME_ONLY_ENV, None)
+  else:
+    env[runtime_packages.RUNTIME_ONLY_ENV] = "1"
   env.update({k: str(v) for k, v in extra.items()})
   return env
 
