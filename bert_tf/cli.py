@@ -472,7 +472,10 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
 
 
 def start_training() -> None:
-  """What every training script does once its flags are checked: op determinism if --deterministic, INFO logs."""
+  """What every training script does once its flags are checked and its modules imported: op determinism if
+  --deterministic, INFO logs, and the objects of the start-up set aside from the garbage collector."""
+  import gc
+
   from absl import flags
   from absl import logging as absl_logging
 
@@ -481,6 +484,12 @@ def start_training() -> None:
 
     tf.config.experimental.enable_op_determinism()
   absl_logging.set_verbosity(absl_logging.INFO)
+  # TensorFlow's and Keras's modules are a heap of about a million objects that live as long as the process, and
+  # each full collection walks them all (about 0.1 s); tracing makes enough garbage for a full collection every
+  # few seconds. Frozen (after one collection, so only live objects are kept), they are no longer walked: about
+  # 5 % of a small fine-tuning run's CPU. What is made from here on is collected as usual.
+  gc.collect()
+  gc.freeze()
 
 
 def run_finetuning(run: Callable[[], dict], output_dir: str) -> dict:

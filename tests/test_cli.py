@@ -230,3 +230,28 @@ def test_a_command_collects_once_and_skips_the_collections_of_the_shutdown(tmp_p
   assert marker.read_text() == "finalized"  # garbage of the run is finalized by the one collection
   if outcome == "fail":
     assert done.stderr.strip() == "error: --x: bad"
+
+
+_START_PROBE = """
+import gc, sys
+from absl import flags, logging
+from bert_tf import cli
+
+cli.define_training_flags(steps_per_loop=1, log_steps=1)
+flags.FLAGS(["prog"])
+before = gc.get_freeze_count()
+cli.start_training()
+print(before, gc.get_freeze_count() > 1000, logging.get_verbosity() == logging.INFO)
+"""
+
+
+def test_start_training_sets_the_start_ups_objects_aside_from_the_collector():
+  import subprocess
+  import sys
+
+  import training_helpers as th
+
+  done = subprocess.run([sys.executable, "-c", _START_PROBE], env=th.python_env(), capture_output=True, text=True,
+                        timeout=60)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split() == ["0", "True", "True"]
