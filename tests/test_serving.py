@@ -273,7 +273,10 @@ def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monk
   monkeypatch.syspath_prepend(str(site_dir))
   with_plugin = serving._core_ops_key()
   os.utime(plugin, ns=(1, 1))
-  assert len({key, other_version, with_plugin, serving._core_ops_key()}) == 4
+  touched = serving._core_ops_key()
+  assert len({key, other_version, with_plugin, touched}) == 4
+  os.symlink(site_dir / "missing.so", site_dir / "tensorflow-plugins" / "libdangling.so")  # loads nothing
+  assert serving._core_ops_key() == touched
   serving.core_op_types.cache_clear()
   assert serving.core_op_types() == {"MatMul", "Asked3"} and asked[-1] == serving._core_ops_key()
   # A cache that cannot be written is passed over: the answer still comes.

@@ -359,7 +359,10 @@ def _core_ops_key() -> str:
   parts = [os.path.realpath(sys.executable), tf.__version__, tf_dir]
   for library in sorted(libraries):
     if ".so" in os.path.basename(library) or library.endswith((".dylib", ".dll", ".pyd")):
-      stat = os.stat(library)
+      try:
+        stat = os.stat(library)
+      except OSError:  # a dangling link: nothing TensorFlow can load
+        continue
       parts.append(f"{library}:{stat.st_size}:{stat.st_mtime_ns}")
   return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:32]
 
