@@ -486,8 +486,8 @@ def start_training() -> None:
   absl_logging.set_verbosity(absl_logging.INFO)
   # TensorFlow's and Keras's modules are a heap of about a million objects that live as long as the process, and
   # each full collection walks them all (about 0.1 s); tracing makes enough garbage for a full collection every
-  # few seconds. Frozen (after one collection, so only live objects are kept), they are no longer walked: about
-  # 5 % of a small fine-tuning run's CPU. What is made from here on is collected as usual.
+  # few seconds. Frozen (after one collection, so only live objects are kept), they are no longer walked: in a
+  # 15 s (CPU) MRPC run, garbage collection fell from 1.7 s to 1.1 s. What is made from here on is collected as usual.
   gc.collect()
   gc.freeze()
 

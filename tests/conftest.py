@@ -30,7 +30,8 @@ runtime_packages.hidden_env()
 def pytest_collection_finish(session):
   """The test modules are imported, and with them TensorFlow, Keras, torch and transformers: their objects live as
   long as the process, so they are set aside from the garbage collector, as the training commands do
-  (bert_tf.cli.start_training), rather than walked by each full collection (about 5 % of a worker's CPU)."""
+  (bert_tf.cli.start_training), rather than walked by each full collection (collections took 5-6 % of a worker's
+  CPU before)."""
   gc.collect()
   gc.freeze()
 

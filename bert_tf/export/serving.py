@@ -352,7 +352,8 @@ def _core_ops_key() -> str:
   libraries = [os.path.join(tf_dir, name) for name in os.listdir(tf_dir)]
   libraries += [os.path.join(tf_dir, "python", name) for name in os.listdir(os.path.join(tf_dir, "python"))]
   # TensorFlow's __init__ loads every tensorflow-plugins folder of its site-packages folders.
-  for site_dir in {os.path.dirname(tf_dir), *site.getsitepackages(), *(p for p in sys.path if "site-packages" in p)}:
+  site_dirs = getattr(site, "getsitepackages", list)()  # some virtualenvs' site module has none
+  for site_dir in {os.path.dirname(tf_dir), *site_dirs, *(p for p in sys.path if "site-packages" in p)}:
     plugins = os.path.join(site_dir, "tensorflow-plugins")
     if os.path.isdir(plugins):
       libraries += [os.path.join(plugins, name) for name in os.listdir(plugins)]
