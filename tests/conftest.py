@@ -9,7 +9,6 @@ that takes minutes, `task_runs`, is built once per run for all workers (`built_o
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import os
 import shutil
@@ -32,8 +31,9 @@ def pytest_collection_finish(session):
   long as the process, so they are set aside from the garbage collector, as the training commands do
   (bert_tf.cli.start_training), rather than walked by each full collection (collections took 5-6 % of a worker's
   CPU before)."""
-  gc.collect()
-  gc.freeze()
+  from bert_tf import cli
+
+  cli.set_live_objects_aside()
 
 
 @pytest.hookimpl(trylast=True)  # after the tmpdir plugin's, which makes tmp_path_factory

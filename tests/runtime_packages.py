@@ -23,7 +23,7 @@ import importlib.metadata
 import os
 import re
 
-from runtime_site.sitecustomize import HIDDEN_ENV, RUNTIME_ONLY_ENV, top_level  # noqa: F401 (the tests use all three)
+from runtime_site.sitecustomize import HIDDEN_ENV, RUNTIME_ONLY_ENV, top_level
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime_site")
 EXTRAS = ("beam",)  # bert_tf's extras the suite installs and tests (pyproject.toml); `gpu` is not installed here
@@ -33,12 +33,18 @@ def _name(name: str) -> str:
   return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def runtime_distributions(root: str = "bert_tf", extras: tuple[str, ...] = EXTRAS) -> set[str]:
+def _installed() -> dict:
+  """Normalised name -> installed distribution."""
+  return {_name(d.metadata["Name"]): d for d in importlib.metadata.distributions()}
+
+
+def runtime_distributions(root: str = "bert_tf", extras: tuple[str, ...] = EXTRAS, installed: dict | None = None
+                          ) -> set[str]:
   """The normalised names of `root` and of every installed distribution it needs (with `extras`), transitively,
-  following each requirement's markers and extras as pip does."""
+  following each requirement's markers and extras as pip does (`installed`: `_installed()`, read when not given)."""
   from packaging.requirements import Requirement
 
-  installed = {_name(d.metadata["Name"]): d for d in importlib.metadata.distributions()}
+  installed = _installed() if installed is None else installed
   seen, todo = set(), [(root, tuple(extras))]
   while todo:
     name, wanted = todo.pop()
@@ -57,11 +63,17 @@ def runtime_distributions(root: str = "bert_tf", extras: tuple[str, ...] = EXTRA
 def hidden_modules() -> list[str]:
   """The top-level modules of the installed distributions outside bert_tf's runtime closure, less any that a
   runtime distribution also installs (namespace packages such as `google`)."""
-  runtime = runtime_distributions()
-  dists = {_name(d.metadata["Name"]): d for d in importlib.metadata.distributions()}
+  dists = _installed()
+  runtime = runtime_distributions(installed=dists)
   kept = set().union(*(top_level(d) for name, d in dists.items() if name in runtime))
   extra = set().union(*(top_level(d) for name, d in dists.items() if name not in runtime))
   return sorted(m for m in extra - kept if m.isidentifier())
+
+
+def runtime_env() -> dict:
+  """The variables that make a process started with them see only a user's packages: runtime_site on PYTHONPATH
+  (callers that need more there add to it), the hidden modules, and the mark of such a process."""
+  return {"PYTHONPATH": SITE_DIR, HIDDEN_ENV: hidden_env(), RUNTIME_ONLY_ENV: "1"}
 
 
 def hidden_env() -> str:

@@ -177,8 +177,7 @@ def _exists(path: str) -> bool:
 def test_readme_workflow_runs_as_written(chain, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)  # The commands' relative paths, checked here, resolve where they run.
   _write_mrpc("glue_data/MRPC")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=runtime_packages.SITE_DIR,  # as a user's install
-             **{runtime_packages.HIDDEN_ENV: runtime_packages.hidden_env(), runtime_packages.RUNTIME_ONLY_ENV: "1"})
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **runtime_packages.runtime_env())  # as a user's install
   outputs = {}
   for command in chain:
     reads, writes = reads_and_writes(command)

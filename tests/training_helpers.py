@@ -70,13 +70,10 @@ def python_env(dev_packages: bool = False, **extra) -> dict:
   reference or a peer). The repository's scripts see only a user's packages either way."""
   import runtime_packages
 
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-             PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests"), runtime_packages.SITE_DIR]),
-             **{runtime_packages.HIDDEN_ENV: runtime_packages.hidden_env()})
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **runtime_packages.runtime_env())
+  env["PYTHONPATH"] = os.pathsep.join([REPO, os.path.join(REPO, "tests"), env["PYTHONPATH"]])
   if dev_packages:
-    env.pop(runtime_packages.RUNTIME_ONLY_ENV, None)
-  else:
-    env[runtime_packages.RUNTIME_ONLY_ENV] = "1"
+    del env[runtime_packages.RUNTIME_ONLY_ENV]
   env.update({k: str(v) for k, v in extra.items()})
   return env
 

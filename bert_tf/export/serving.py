@@ -222,8 +222,6 @@ def traced_as_saved(function: Any) -> Any:
   if isinstance(function, tf.types.experimental.ConcreteFunction):
     return function
   try:
-    if save_context.in_save_context():
-      return function.get_concrete_function()
     with save_context.save_context(save_options.SaveOptions()):
       return function.get_concrete_function()
   except (AttributeError, TypeError, ValueError) as e:
