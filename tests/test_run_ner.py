@@ -197,6 +197,10 @@ def test_a_plain_tag_set_trains_and_scores_per_word(workdir, tmp_path):
   summary = ner_run.run_ner(config(do_train=True, do_eval=True, eval_every_steps=2), strategy, say=lines.append)
   labels = [".", "CC", "CD", "JJ", "NN", "NNP", "PRP", "VBD", "VBZ"]
   assert any("plain tags (not entities): 9 tags ., CC, CD" in line for line in lines), lines
+  # An epoch is a pass over the windows (one a sentence here), said as SQuAD says it.
+  windows, sentences = summary["train_windows"], summary["train_sentences"]
+  assert f"an epoch is {windows} windows of {sentences} sentences ({windows / 2:.4g} steps of 2)" in lines, lines
+  assert summary["train_steps"] == int(windows / 2 * 2) > 0
   settings = ner_run.read_settings(str(tmp_path / "out" / "ner_model"))
   assert (settings["labels"], settings["label_scheme"], settings["types"], settings["train_tag_scheme"]) == (
       labels, "plain", [], "plain")

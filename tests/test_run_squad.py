@@ -81,7 +81,7 @@ def _training_loss(workdir, model_dir):
 def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(workdir):
   done = _run(workdir, "--do_train", "--do_predict", "--do_eval", "--train_file=train.json",
               "--init_checkpoint=model", "--output_dir=out", "--train_batch_size=16", "--learning_rate=1e-3",
-              "--num_train_epochs=1", "--n_best_size=5", "--max_answer_length=7", "--eval_every_steps=1",
+              "--num_train_epochs=0.2", "--n_best_size=5", "--max_answer_length=7", "--eval_every_steps=1",
               "--keep_best_checkpoint")
   assert done.returncode == 0, done.stderr[-3000:]
   # The dev features made once for every evaluation (while training and at the end): one line, no "reusing".
@@ -94,6 +94,8 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
   assert results["NoAns_total"] == 1 and results["null_score_diff_threshold"] == 0.0
   # Evaluated at every step (v2.0: best F1 over thresholds picks the best); the model saved is the best one.
   history = results["eval_history"]
+  # An epoch is a pass over the windows: 0.2 of the 772 windows' passes at batch 16 is 9 steps.
+  assert (results["train_windows"], results["train_steps"]) == (772, int(772 / 16 * 0.2))
   assert [h["step"] for h in history] == list(range(1, results["train_steps"] + 1))
   assert results["metric_for_best"] == "best_f1" and results["best_f1"] == results["best_metric"] == max(
       h["best_f1"] for h in history)
@@ -259,3 +261,65 @@ def test_predicting_with_another_casing_than_the_model_is_refused(workdir, refus
   assert errors == ["error: --do_lower_case=False but the model was trained with --do_lower_case=True "
                     f"({os.path.join('out', 'squad_model', 'squad.json')}); pass --do_lower_case=True"]
   assert not (workdir / "out_cased").exists()
+
+
+# -- What an epoch is -------------------------------------------------------------------------------------------
+
+
+def _long_document() -> dict:
+  """A long-document set: 7 questions about one context of 29 sentences (290 WordPiece tokens), cut into 25
+  windows each at max_seq_length T; each answer ("dock 38") lies whole in 2 of its question's windows."""
+  context = " ".join(f"Crate {n} went to dock {n * 7 + 3} on day {n + 2}." for n in range(29))
+  qas = []
+  for n in (0, 5, 9, 14, 20, 23, 28):
+    start = context.index(f"Crate {n} went to ") + len(f"Crate {n} went to ")
+    qas.append({"id": f"crate{n}", "question": f"Where did crate {n} go?", "is_impossible": False,
+                "answers": [{"text": f"dock {n * 7 + 3}", "answer_start": start}]})
+  return {"version": "v2.0", "data": [{"title": "docks", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def test_an_epoch_is_a_pass_over_the_windows_unless_epoch_unit_is_questions(workdir, bert_uncased_vocab_file):
+  """Training on a long document: by default int(windows / batch * epochs) steps, with --epoch_unit=questions
+  google-research's int(questions / batch * epochs); each run says what an epoch is and warns that few windows
+  hold an answer (and, counted in questions, that the run sees a fraction of the windows)."""
+  from bert_tf.data.tokenization import FullTokenizer
+  from bert_tf.tasks.squad import data as squad
+  from bert_tf.training import run_identity
+
+  write_json(workdir / "long.json", _long_document())
+  examples = squad.read_squad_examples(str(workdir / "long.json"), True, True).examples
+  windows = list(squad.convert_examples_to_features(examples, FullTokenizer(bert_uncased_vocab_file), True, T,
+                                                    STRIDE, QUERY))
+  answered = sum(w.start_position != 0 for w in windows)
+  assert (len(examples), len(windows), answered) == (7, 175, 14)  # 8 % of the windows hold an answer
+  batch, epochs = 3, 1.5
+  common = ("--do_train", "--train_file=long.json", "--init_checkpoint=model", f"--train_batch_size={batch}",
+            f"--num_train_epochs={epochs}")
+  runs = {unit: (*common, f"--output_dir=long_{unit}", f"--features_dir=long_features_{unit}",
+                 *([f"--epoch_unit={unit}"] if unit == "questions" else []))
+          for unit in ("windows", "questions")}  # windows: the default, no flag
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    done = {unit: run.result() for unit, run in {u: pool.submit(_run, workdir, *a) for u, a in runs.items()}.items()}
+
+  few = ("warning: only 8.0 % of the training windows hold an answer (under 10 %; the windows of SQuAD 2.0's "
+         "unanswerable questions, which hold none by design, count too): the model learns mostly to point at [CLS] "
+         f"(no answer) and F1 can stay at 0. The contexts are long for --max_seq_length={T} (25 windows a question "
+         f"at --doc_stride={STRIDE}).")
+  expected = {
+      "windows": (int(175 / batch * epochs), [
+          f"an epoch is 175 windows of 7 questions (58.33 steps of {batch}); 8.0 % of the windows hold an answer"]),
+      "questions": (int(7 / batch * epochs), [
+          f"an epoch is 7 questions (--epoch_unit=questions: 2.333 steps of {batch} windows), 0.04 of a pass over "
+          "the 175 windows; 8.0 % of the windows hold an answer",
+          f"warning: --epoch_unit=questions: 3 steps of {batch} windows are 0.0514 of a pass over the 175 training "
+          "windows, so most windows are never trained on"])}
+  for unit, (steps, lines) in expected.items():
+    result = done[unit]
+    assert result.returncode == 0, (unit, result.stderr[-3000:])
+    summary = json.loads(result.stdout)
+    assert (summary["train_steps"], summary["train_windows"], summary["train_examples"],
+            summary["train_answer_windows"]) == (steps, 175, 7, 14), unit
+    for line in [*lines, few]:
+      assert line in result.stderr, (unit, line, result.stderr[-3000:])
+    assert run_identity.read(str(workdir / f"long_{unit}"))["settings"]["epoch_unit"] == unit
+  assert (expected["windows"][0], expected["questions"][0]) == (87, 3)

@@ -289,19 +289,23 @@ def test_glue_selection_records_the_selection_and_each_run(tmp_path, stopped):
       1e-3, 8, {"num_train_epochs": 2.0})
 
 
-def test_squad_refuses_another_doc_stride(tmp_path, stopped):
+def test_squad_refuses_another_doc_stride_and_another_epoch_unit(tmp_path, stopped):
   from bert_tf.tasks.squad import run as squad_run
   from test_squad_data import build_fixture, write_json
 
   train = write_json(tmp_path / "train.json", build_fixture(False))
   vocab = th.write_vocab(tmp_path)
 
-  def make(doc_stride=11, **changes):
+  def make(doc_stride=11, epoch_unit="windows", **changes):
     return squad_run.SquadConfig(vocab_file=vocab, finetuning=_finetuning(tmp_path, **changes), train_file=train,
-                                 do_train=True, max_seq_length=37, doc_stride=doc_stride, max_query_length=9)
+                                 do_train=True, max_seq_length=37, doc_stride=doc_stride, max_query_length=9,
+                                 epoch_unit=epoch_unit)
 
   _refused_then_resumed(squad_run.run_squad, make, tmp_path / "out", {"doc_stride": 13}, "doc_stride: 11 -> 13")
   assert ri.read(str(tmp_path / "out"))["task"] == "squad"
+  # What an epoch counts sets the number of steps: another unit is another run, even at the same epochs.
+  with pytest.raises(ri.RunChanged, match=r"\(epoch_unit: windows -> questions\)"):
+    squad_run.run_squad(make(epoch_unit="questions", num_train_epochs=2.0), say=lambda line: None)
 
 
 @pytest.mark.parametrize("feature_based", [None, "last_hidden"])

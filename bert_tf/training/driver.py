@@ -42,8 +42,9 @@ class Training:
   """What a task hands the driver to train (`TaskRun.training`)."""
 
   task: trainer.Task  # the trainer's task: model, input pipeline, loss
-  # What an epoch counts (google-research's step arithmetic: SQuAD's questions, NER's windows); None for a run
-  # counted in steps (pretraining's --num_train_steps).
+  # What an epoch counts (steps: int(num_examples / batch * epochs)): the training windows of a task that cuts its
+  # examples into windows (SQuAD, NER; SQuAD's questions with --epoch_unit=questions); None for a run counted in
+  # steps (pretraining's --num_train_steps).
   num_examples: int | None
   head: tuple[str, dict] | None = None  # `finetuning.init_encoder`'s: a fine-tuned folder of this task gives its head
   unit: str = "examples"  # what a batch's rows are, in the rate's name ("windows": train_windows_per_second)

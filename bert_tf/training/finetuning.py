@@ -320,6 +320,14 @@ def train(task: trainer.Task, config: FinetuningConfig, num_train_examples: int,
   return run, run.train()
 
 
+def epoch_line(num_windows: int, num_examples: int, noun: str, batch_size: int) -> str:
+  """'an epoch is 30,475 windows of 383 questions (952.3 steps of 32)': what --num_train_epochs counts in a task
+  that cuts its examples (`noun`: "questions", "sentences") into windows and takes a pass over the windows as an
+  epoch; said once at the start of training."""
+  return (f"an epoch is {num_windows:,} windows of {num_examples:,} {noun} "
+          f"({num_windows / batch_size:.4g} steps of {batch_size})")
+
+
 def training_seconds(result: trainer.TrainResult, seconds: float) -> float:
   """This process's training time: the `seconds` its call of `train` took less what evaluation while training
   took in it."""

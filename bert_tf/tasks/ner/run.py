@@ -403,6 +403,7 @@ class NerRun(driver.TaskRun):
                                dtype=ft.dtype, dynamic_padding=config.dynamic_padding_on,
                                length_multiple=config.length_multiple)
     head = None if config.feature_based else (SETTINGS_NAME, {"labels": list(labels)})
+    context.say(finetuning.epoch_line(info.num_windows, len(conll.sentences), "sentences", ft.train_batch_size))
     return driver.Training(task, info.num_windows, head=head, unit="windows",
                            facts={"train_sentences": len(conll.sentences), "train_windows": info.num_windows})
 

@@ -46,6 +46,9 @@ from bert_tf import fileio
 MAX_SEQ_LENGTH = 384
 DOC_STRIDE = 128
 MAX_QUERY_LENGTH = 64
+# What --num_train_epochs counts: passes over the training windows (Hugging Face's scripts), or over the
+# questions they are cut from (google-research's run_squad.py: int(questions / batch * epochs) steps).
+EPOCH_UNITS = ("windows", "questions")
 # Feature ids start here so they never collide with small indices (the reference's choice, kept so that
 # predictions and logs line up with it).
 FIRST_UNIQUE_ID = 1000000000

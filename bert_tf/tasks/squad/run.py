@@ -56,13 +56,16 @@ from bert_tf.training import driver, finetuning, run_identity
 
 # google-research's run_squad.py shuffles the training examples with this seed before making features.
 SHUFFLE_SEED = 12345
+# Below this share of training windows holding an answer, the run warns: the model learns mostly to point at [CLS]
+# (no answer) and F1 can stay 0. SQuAD sits far above it (docs/squad.md); long documents cut into windows below.
+FEW_ANSWER_WINDOWS = 0.10
 
 
 @dataclasses.dataclass
 class SquadConfig(finetuning.TaskRunConfig):
   """One SQuAD run: google-research's run_squad.py flags (same names and defaults) and the shared fine-tuning
   ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...). New: --do_eval, the
-  official metrics on predict_file (implies predicting it)."""
+  official metrics on predict_file (implies predicting it); --epoch_unit, what --num_train_epochs counts."""
 
   train_file: str | None = None
   predict_file: str | None = None
@@ -74,6 +77,9 @@ class SquadConfig(finetuning.TaskRunConfig):
   max_seq_length: int = dataclasses.field(default=squad.MAX_SEQ_LENGTH, kw_only=True)
   doc_stride: int = squad.DOC_STRIDE
   max_query_length: int = squad.MAX_QUERY_LENGTH
+  # "windows": an epoch is a pass over the training windows; "questions": google-research's arithmetic, an epoch
+  # is as many windows as there are questions (a fraction of a pass where contexts make several windows each).
+  epoch_unit: str = "windows"
   model_name: str | None = dataclasses.field(default="squad", kw_only=True)
 
   @property
@@ -99,6 +105,8 @@ class SquadConfig(finetuning.TaskRunConfig):
       raise ValueError("--do_predict/--do_eval need --predict_file (e.g. dev-v1.1.json)")
     self.finetuning.check_evaluation(self.do_train, self.do_eval, self.metric_names)
     squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
+    if self.epoch_unit not in squad.EPOCH_UNITS:
+      raise ValueError(f"--epoch_unit={self.epoch_unit}: must be one of {', '.join(squad.EPOCH_UNITS)}")
     squad_postprocess.check_sizes(self.n_best_size, self.max_answer_length)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
@@ -175,6 +183,46 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
     say(f"{path}: wrote {kind} features {target}: {info.num_features} windows of {info.num_examples} questions in "
         f"{time.perf_counter() - start:.1f} s")
   return info, windows
+
+
+def describe_epoch(config: SquadConfig, num_questions: int,
+                   info: squad_model.SquadFeatureFile) -> tuple[str, list[str]]:
+  """(the line that says what an epoch is, the warnings) for training on `num_questions` questions whose windows
+  are the feature file `info`:
+
+    an epoch is 30,475 windows of 383 questions (952.3 steps of 32); 2.0 % of the windows hold an answer
+
+  With --epoch_unit=questions the line says how much of a pass over the windows an epoch is, and a warning comes
+  when the whole run takes less than one pass. A warning also comes when under `FEW_ANSWER_WINDOWS` of the
+  windows hold an answer (start_position past [CLS])."""
+  windows, batch = info.num_features, config.finetuning.train_batch_size
+  share = (windows - info.num_unanswered) / max(windows, 1)
+  answers = f"{100 * share:.1f} % of the windows hold an answer"
+  warnings = []
+  if config.epoch_unit == "windows":
+    line = f"{finetuning.epoch_line(windows, num_questions, 'questions', batch)}; {answers}"
+  else:
+    line = (f"an epoch is {num_questions:,} questions (--epoch_unit=questions: {num_questions / batch:.4g} steps of "
+            f"{batch} windows), {num_questions / max(windows, 1):.3g} of a pass over the {windows:,} windows; "
+            f"{answers}")
+    steps, _ = config.finetuning.train_steps(num_questions)
+    passes = steps * batch / max(windows, 1)
+    if passes < 1:
+      warnings.append(f"--epoch_unit=questions: {steps} steps of {batch} windows are {passes:.3g} of a pass over "
+                      f"the {windows:,} training windows, so most windows are never trained on; drop "
+                      "--epoch_unit=questions (an epoch is then a pass over the windows) or raise --num_train_epochs")
+  if share < FEW_ANSWER_WINDOWS:
+    no_answer = ("; the windows of SQuAD 2.0's unanswerable questions, which hold none by design, count too"
+                 if config.version_2_with_negative else "")
+    warnings.append(
+        f"only {100 * share:.1f} % of the training windows hold an answer (under {100 * FEW_ANSWER_WINDOWS:.0f} %"
+        f"{no_answer}): the model learns mostly to point at [CLS] (no answer) and F1 can stay at 0. The contexts are "
+        f"long for --max_seq_length={config.max_seq_length} ({windows / max(num_questions, 1):.3g} windows a question "
+        f"at --doc_stride={config.doc_stride}). A longer --max_seq_length (up to the model's "
+        f"{config.finetuning.bert_config.max_position_embeddings} positions) raises the share; a larger --doc_stride "
+        "makes fewer, less overlapping windows (a shorter epoch); more --num_train_epochs trains on each answer more "
+        "often (docs/squad.md, long documents)")
+  return line, warnings
 
 
 # -- Prediction and evaluation --------------------------------------------------------------------------------
@@ -260,19 +308,22 @@ class SquadRun(driver.TaskRun):
     return self.config.metric_names
 
   def run_identity(self) -> run_identity.RunIdentity:
-    """The training file's content, SQuAD's version, the window sizes, casing, vocabulary and the fine-tuning
-    settings that shape the weights (not the prediction settings: n_best_size, max_answer_length, the
-    threshold)."""
+    """The training file's content, SQuAD's version, the window sizes, casing, vocabulary, what an epoch counts
+    (it sets the number of steps) and the fine-tuning settings that shape the weights (not the prediction
+    settings: n_best_size, max_answer_length, the threshold)."""
     config = self.config
     settings = {"train_file": run_identity.file_entry(config.train_file),
                 "version_2_with_negative": config.version_2_with_negative, "max_seq_length": config.max_seq_length,
                 "doc_stride": config.doc_stride, "max_query_length": config.max_query_length,
+                "epoch_unit": config.epoch_unit,
                 "do_lower_case": config.do_lower_case, "vocab_file": run_identity.file_entry(config.vocab_file),
                 **run_identity.finetuning_settings(config.finetuning)}
     return run_identity.RunIdentity("squad", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
 
   def training(self, context) -> driver.Training:
-    """The training windows of the examples shuffled with google-research's seed."""
+    """The training windows of the examples shuffled with google-research's seed; an epoch is a pass over the
+    windows, or (--epoch_unit=questions) as many windows as there are questions. Says what an epoch is, and warns
+    when few windows hold an answer (`describe_epoch`)."""
     config, ft = self.config, self.ft
     if config.null_score_diff_threshold is not None:
       self.stored = config.null_score_diff_threshold
@@ -281,9 +332,14 @@ class SquadRun(driver.TaskRun):
     info, _ = _feature_file(config, config.train_file, examples, context.tokenizer, True, context.say)
     task = squad_model.SquadTask(ft.bert_config, info.path, config.max_seq_length, seed=ft.seed, dtype=ft.dtype,
                                  dynamic_padding=config.dynamic_padding_on, length_multiple=config.length_multiple)
-    # google-research's step arithmetic: examples (questions), not windows, per epoch.
-    return driver.Training(task, len(examples), head=(SETTINGS_NAME, {}), unit="windows",
-                           facts={"train_examples": len(examples), "train_windows": info.num_features})
+    line, warnings = describe_epoch(config, len(examples), info)
+    context.say(line)
+    for warning in warnings:
+      logging.warning("%s", warning)
+    per_epoch = info.num_features if config.epoch_unit == "windows" else len(examples)
+    return driver.Training(task, per_epoch, head=(SETTINGS_NAME, {}), unit="windows",
+                           facts={"train_examples": len(examples), "train_windows": info.num_features,
+                                  "train_answer_windows": info.num_features - info.num_unanswered})
 
   def _predict(self, model, threshold: float, context) -> tuple[squad_postprocess.Predictions, float | None]:
     # context.kept: predict_file's features and the compiled model, for every prediction of this run
