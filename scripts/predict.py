@@ -20,11 +20,15 @@ run_classifier.py reads it) works as it is: name its text columns with --text_a_
   python scripts/predict.py --saved_model_dir=export/reviews --input_file=test.csv --text_a_column=review
 
 With --saved_model_dir the examples are checked against the signature's inputs (from the export's manifest)
-before the model is loaded.
+before the model is loaded. --input_file is read, run and printed --batch_size examples at a time, so a file of
+any length runs in bounded memory: its header and first batch are checked before the model loads (or a request
+is sent), a bad row further on stops the run with an error naming its line, after the earlier batches' lines.
 """
 
+import itertools
 import json
 import sys
+from typing import Callable, Iterator
 
 from absl import flags
 
@@ -56,6 +60,8 @@ flags.DEFINE_string("text_b_column", None, "--input_file's column of the second 
 flags.DEFINE_bool("print_request", False, "Print the REST JSON body (or, with --protocol=grpc, the gRPC "
                   "PredictRequest as text) and exit without sending it.")
 flags.DEFINE_float("timeout", 30.0, "Seconds to wait for --server.")
+flags.DEFINE_integer("batch_size", 64, "Examples per run of the model, or per request to --server: --input_file is "
+                     "read, run and printed this many examples at a time, in its order.")
 
 _SOURCES = ("--input_file", "--instance", "--sentence1/--sentence2", "--question/--context")
 
@@ -96,32 +102,20 @@ def _has_header(path: str, columns: dict[str, str]) -> bool:
   name = path.lower()[:-3] if path.lower().endswith(".gz") else path.lower()
   if name.endswith(".csv") or FLAGS.text_a_column is not None or FLAGS.text_b_column is not None:
     return True
-  if not name.endswith(".tsv") or path.lower().endswith(".gz"):
+  if not name.endswith(".tsv"):
     return False
-  from bert_tf import fileio
-
-  with fileio.open_file(path, "r") as f:
-    first = next((line for line in f if line.strip()), "")
-  return bool(set(first.lstrip("\ufeff").rstrip("\r\n").split("\t")) & set(columns.values()))
+  return bool(set(requests.first_text_line(path).lstrip("\ufeff").split("\t")) & set(columns.values()))
 
 
-def _instances(source: str, input_names: list[str] | None) -> list[dict]:
+def _instances(source: str, input_names: list[str] | None) -> Iterator[dict]:
+  """The examples, in order; --input_file's read as they are asked for (each row checked as it is read)."""
   if source == "--input_file":
-    try:
-      columns = requests.columns_for(input_names, FLAGS.text_a_column, FLAGS.text_b_column)
-      if _has_header(FLAGS.input_file, columns):
-        # A server's inputs are unknown: sentence2 where the file has its column.
-        optional = ("sentence2",) if input_names is None and FLAGS.text_b_column is None else ()
-        return requests.check_instances(requests.read_table_instances(FLAGS.input_file, columns, optional),
-                                        input_names, what=FLAGS.input_file)
-      return requests.read_instances(FLAGS.input_file, input_names or requests.guess_input_names(FLAGS.input_file))
-    except UnicodeDecodeError:
-      # The decoder's message names neither the file nor the line: find the line, and say so.
-      from bert_tf.data import text_io
-
-      for _ in text_io.iter_lines(FLAGS.input_file):
-        pass
-      raise
+    columns = requests.columns_for(input_names, FLAGS.text_a_column, FLAGS.text_b_column)
+    if _has_header(FLAGS.input_file, columns):
+      # A server's inputs are unknown: sentence2 where the file has its column.
+      optional = ("sentence2",) if input_names is None and FLAGS.text_b_column is None else ()
+      return requests.iter_table_instances(FLAGS.input_file, columns, optional)
+    return requests.iter_instances(FLAGS.input_file, input_names or requests.guess_input_names(FLAGS.input_file))
   if source == "--instance":
     instances = [_parse_instance(text, i) for i, text in enumerate(FLAGS.instance)]
   elif source == "--question/--context":
@@ -130,7 +124,7 @@ def _instances(source: str, input_names: list[str] | None) -> list[dict]:
     instances = [{"sentence1": FLAGS.sentence1}]
     if FLAGS.sentence2 is not None:
       instances[0]["sentence2"] = FLAGS.sentence2
-  return requests.check_instances(instances, input_names, what=source)
+  return iter(requests.check_instances(instances, input_names, what=source))
 
 
 def _check_flags() -> None:
@@ -139,7 +133,12 @@ def _check_flags() -> None:
     raise ValueError("--text_a_column/--text_b_column name --input_file's columns: give --input_file")
   if FLAGS.model_version is not None and FLAGS.model_version < 1:
     raise ValueError(f"--model_version={FLAGS.model_version}: versions are positive integers")
+  if FLAGS.batch_size < 1:
+    raise ValueError(f"--batch_size={FLAGS.batch_size}: give a positive number of examples (default 64)")
   if FLAGS.print_request:
+    if FLAGS["batch_size"].present:
+      raise ValueError("--print_request prints one request of all the examples; --batch_size applies to running "
+                       "them: leave it out")
     if FLAGS.protocol == "grpc" and not FLAGS.model_name:
       raise ValueError("--print_request --protocol=grpc: give --model_name (the request names the model)")
     return
@@ -151,17 +150,22 @@ def _check_flags() -> None:
     raise ValueError("--protocol and --model_version apply to --server, not to --saved_model_dir")
 
 
-def _predict(instances: list[dict]) -> list[dict]:
+def _predictor() -> Callable[[list[dict]], list[dict]]:
+  """instances -> one result per instance: the export loaded once in this process, or requests to --server."""
   if FLAGS.saved_model_dir:
-    return requests.run_local(FLAGS.saved_model_dir, instances)
-  try:
-    if FLAGS.protocol == "rest":
-      url = requests.rest_url(FLAGS.server, FLAGS.model_name, FLAGS.model_version)
-      return requests.rows_from_rest(requests.post_rest(url, requests.rest_request(instances), FLAGS.timeout))
-    request = requests.grpc_request(FLAGS.model_name, instances, version=FLAGS.model_version)
-    return requests.rows_from_grpc(requests.send_grpc(FLAGS.server, request, FLAGS.timeout))
-  except (ConnectionError, requests.ServingError) as e:
-    raise ValueError(f"--server={FLAGS.server}: {e}") from None
+    return requests.local_runner(FLAGS.saved_model_dir)
+
+  def ask_server(instances: list[dict]) -> list[dict]:
+    try:
+      if FLAGS.protocol == "rest":
+        url = requests.rest_url(FLAGS.server, FLAGS.model_name, FLAGS.model_version)
+        return requests.rows_from_rest(requests.post_rest(url, requests.rest_request(instances), FLAGS.timeout))
+      request = requests.grpc_request(FLAGS.model_name, instances, version=FLAGS.model_version)
+      return requests.rows_from_grpc(requests.send_grpc(FLAGS.server, request, FLAGS.timeout))
+    except (ConnectionError, requests.ServingError) as e:
+      raise ValueError(f"--server={FLAGS.server}: {e}") from None
+
+  return ask_server
 
 
 def main(argv):
@@ -175,19 +179,25 @@ def main(argv):
   input_names = None
   if FLAGS.saved_model_dir and not FLAGS.print_request:
     input_names = sorted(requests.signature_inputs(FLAGS.saved_model_dir))
-  instances = _instances(source, input_names)
+  batches = requests.batches(_instances(source, input_names), FLAGS.batch_size)
+  # The first batch is read, and so the file's header and first rows checked, before the model loads or a
+  # request is sent.
+  first = next(batches)
   if FLAGS.print_request:
+    instances = first + [instance for batch in batches for instance in batch]
     if FLAGS.protocol == "rest":
       print(json.dumps(requests.rest_request(instances), ensure_ascii=False))
     else:
       print(requests.grpc_request(FLAGS.model_name, instances, version=FLAGS.model_version), end="")
     return
-  rows = _predict(instances)
-  if len(rows) != len(instances):
-    raise ValueError(f"got {len(rows)} results for {len(instances)} examples")
-  for instance, row in zip(instances, rows):
-    print(json.dumps({**instance, **row}, ensure_ascii=False))
-  sys.stdout.flush()
+  predict = _predictor()
+  for instances in itertools.chain([first], batches):
+    rows = predict(instances)
+    if len(rows) != len(instances):
+      raise ValueError(f"got {len(rows)} results for {len(instances)} examples")
+    print("\n".join(json.dumps({**instance, **row}, ensure_ascii=False) for instance, row in zip(instances, rows)))
+    # Each batch's lines reach a pipe or a file now, not when the whole input is done.
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ client's side of the wire (URL, JSON, protos, error handling), not TF Serving.
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
 import http.server
 import json
 import os
@@ -137,6 +138,28 @@ def test_read_instances(tmp_path):
     requests.read_instances(str(bad))
 
 
+def test_a_file_is_read_as_its_examples_are_asked_for(tmp_path):
+  """iter_instances and batches: examples come before a later bad line raises; lines end where Python's text
+  mode ends them (at a newline, a carriage return and newline, or a lone carriage return)."""
+  a, c, e = ({"sentence1": one, "sentence2": two} for one, two in ("ab", "cd", "ef"))
+  path = tmp_path / "pairs.tsv"
+  path.write_bytes(b"a\tb\r\nc\td\re\tf\n\ng\th\ti\n")
+  batches = requests.batches(requests.iter_instances(str(path)), 2)
+  assert next(batches) == [a, c]
+  with pytest.raises(ValueError, match=r"pairs.tsv:5: 3 tab-separated columns"):
+    next(batches)
+  path.write_bytes(b"a\tb\nc\td\ne\tf\n")
+  assert list(requests.batches(requests.iter_instances(str(path)), 2)) == [[a, c], [e]]
+  gzipped = tmp_path / "pairs.tsv.gz"
+  gzipped.write_bytes(gzip.compress(b"\na\tb\nc\td\n"))
+  assert requests.first_text_line(str(gzipped)) == "a\tb" and list(requests.iter_instances(str(gzipped))) == [a, c]
+  path.write_text("\n \n")
+  with pytest.raises(ValueError, match="holds no examples"):
+    next(requests.iter_instances(str(path)))
+  with pytest.raises(ValueError, match="batch size 0"):
+    next(requests.batches([], 0))
+
+
 def test_files_with_a_header_in_your_column_names(tmp_path):
   """Your own test file, as run_classifier.py reads it: CSV (quoted commas and line breaks), TSV, JSON lines."""
   csv_file = tmp_path / "test.csv"
@@ -174,19 +197,46 @@ def test_files_with_a_header_in_your_column_names(tmp_path):
     requests.read_table_instances(str(bad), single)
   with pytest.raises(ValueError, match="--text_b_column=title: the model takes"):
     requests.columns_for(["text"], None, "title")
+  # A model of one input takes its column from --text_a_column too.
+  with pytest.raises(ValueError, match=r"test.csv:1: no column 'text' for the model's input 'text' "
+                     r"\(--text_a_column\)"):
+    requests.read_table_instances(str(csv_file), requests.columns_for(["text"]))
+
+
+def test_script_names_the_column_flags_for_a_file_of_other_columns(export, tmp_path):
+  """Your own file, whose header names other columns than sentence1 and sentence2: the error names the flags that
+  choose them, before anything is printed (the model never loads)."""
+  tsv, csv_file = tmp_path / "test.tsv", tmp_path / "test.csv"
+  tsv.write_text("id\treview\tlabel\n1\tGood.\tpos\n")
+  csv_file.write_text("id,review,label\n1,Good.,pos\n")
+  from_tsv, from_csv = _scripts(*([f"--saved_model_dir={export['model_dir']}", f"--input_file={path}"]
+                                  for path in (tsv, csv_file)))
+  assert from_tsv.returncode == 1 and from_tsv.stdout == ""
+  assert from_tsv.stderr.splitlines() == [
+      f"error: {tsv}:1: 3 tab-separated columns; a file without a header row gives sentence1 and optionally "
+      "sentence2 (two columns at most); a file with a header row: name its text columns with --text_a_column (and "
+      "--text_b_column for a pair)"]
+  assert from_csv.returncode == 1 and from_csv.stdout == ""
+  assert from_csv.stderr.splitlines() == [
+      f"error: {csv_file}:1: no column 'sentence1' for the model's input 'sentence1' (--text_a_column); the header "
+      "has 'id', 'review', 'label'"]
 
 
 def test_script_reads_your_csv_file_for_the_export(export, tmp_path):
-  """The script's flags on a CSV file with a header (one fast run: --print_request loads no model), and the same
-  file read for the export's inputs from its manifest, as the script does with --saved_model_dir (run_local on
-  such examples: test_run_local_gives_the_signatures_outputs)."""
+  """The script's flags on a CSV file with a header, and a gzip TSV file read by its header (fast runs:
+  --print_request loads no model); and the CSV file read for the export's inputs from its manifest, as the script
+  does with --saved_model_dir (run_local on such examples: test_run_local_gives_the_signatures_outputs)."""
   csv_file = tmp_path / "test.csv"
   csv_file.write_text("label,premise,hypothesis\n" + "".join(
       f'x,"{p["sentence1"]}","{p["sentence2"]}"\n' for p in PAIRS))
-  result = _script("--print_request", f"--input_file={csv_file}", "--text_a_column=premise",
-                   "--text_b_column=hypothesis", timeout=60)
+  tsv_gz = tmp_path / "test.tsv.gz"  # a header of the default column names: read by it
+  tsv_gz.write_bytes(gzip.compress(("label\tsentence1\tsentence2\n" + "".join(
+      f"x\t{p['sentence1']}\t{p['sentence2']}\n" for p in PAIRS)).encode()))
+  result, from_gz = _scripts(["--print_request", f"--input_file={csv_file}", "--text_a_column=premise",
+                              "--text_b_column=hypothesis"], ["--print_request", f"--input_file={tsv_gz}"])
   assert result.returncode == 0, result.stderr[-3000:]
   assert json.loads(result.stdout)["instances"] == PAIRS
+  assert from_gz.returncode == 0 and json.loads(from_gz.stdout)["instances"] == PAIRS, from_gz.stderr[-3000:]
   names = sorted(requests.signature_inputs(export["model_dir"]))
   instances = requests.read_table_instances(str(csv_file), requests.columns_for(names, "premise", "hypothesis"))
   assert names == ["sentence1", "sentence2"] and instances == PAIRS
@@ -248,6 +298,60 @@ def test_script_runs_an_export_locally(export, tmp_path):
       "sentence1", "sentence2", "label", "label_id", "probabilities"}
 
 
+def _pairs_tsv(path, n: int) -> list[dict]:
+  """`n` different pairs (each row's words spell its number) written to `path` as a headerless TSV file."""
+  words = ["the", "dog", "cat", "sat", "on", "mat", "run", "fox", "zebra", "quick"]
+  pairs = []
+  for i in range(n):
+    spelled = " ".join(words[int(digit)] for digit in str(i))
+    pairs.append({"sentence1": f"{spelled} sat on the mat.", "sentence2": f"a {spelled[::-1]}"})
+  path.write_text("".join(f"{p['sentence1']}\t{p['sentence2']}\n" for p in pairs))
+  return pairs
+
+
+def _run_measured(flags: list[str], stdout_path) -> tuple[subprocess.CompletedProcess, float]:
+  """predict.py in a fresh process, its output into `stdout_path`; and its peak RSS in MB, the kernel's figure
+  for that process alone (os.wait4's; Linux counts ru_maxrss in KB)."""
+  with open(stdout_path, "w") as out:
+    process = subprocess.Popen([sys.executable, SCRIPT, *flags], cwd=th.REPO, env=th.python_env(), stdout=out,
+                               stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(240, process.kill)
+    timer.start()
+    try:
+      stderr = process.stderr.read()
+      _, status, usage = os.wait4(process.pid, 0)
+    finally:
+      timer.cancel()
+  process.returncode = os.waitstatus_to_exitcode(status)
+  return subprocess.CompletedProcess(process.args, process.returncode, "", stderr), usage.ru_maxrss / 1024
+
+
+@pytest.mark.slow
+def test_script_streams_a_long_file_in_bounded_memory(export, tmp_path):
+  """predict.py --saved_model_dir --input_file as a user runs it, on 2,000 and 20,000 rows: the longer file's
+  peak RSS is within 30 MB of the shorter's (read and run as one batch, the 20,000 rows took about 100 MB more
+  than the 2,000 with this model), and each file's every row comes out once, in its order, with the model's outputs."""
+  sizes = (2000, 20000)
+  pairs = {n: _pairs_tsv(tmp_path / f"pairs{n}.tsv", n) for n in sizes}
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two cores; peak RSS is per process
+    runs = dict(zip(sizes, pool.map(lambda n: _run_measured(
+        [f"--saved_model_dir={export['model_dir']}", f"--input_file={tmp_path / f'pairs{n}.tsv'}"],
+        tmp_path / f"out{n}.jsonl"), sizes)))
+  for n in sizes:
+    result, _ = runs[n]
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / f"out{n}.jsonl") as f:
+      lines = [json.loads(line) for line in f]
+    assert [{k: line[k] for k in ("sentence1", "sentence2")} for line in lines] == pairs[n]
+    expected = np.concatenate([
+        _run(export["signature"], {k: [p[k] for p in pairs[n][i:i + 1000]] for k in ("sentence1", "sentence2")})[
+            "probabilities"] for i in range(0, n, 1000)])
+    # Batches of other sizes than the script's: the same outputs up to float rounding (serving.trim_padding).
+    np.testing.assert_allclose([line["probabilities"] for line in lines], expected, atol=1e-5)
+  (_, short_mb), (_, long_mb) = runs[2000], runs[20000]
+  assert long_mb - short_mb < 30, f"peak RSS {short_mb:.0f} MB at 2,000 rows, {long_mb:.0f} MB at 20,000"
+
+
 def test_script_prints_the_rest_request():
   result = _script("--print_request", "--sentence1=a b", "--sentence2=Ü")
   assert result.returncode == 0, result.stderr
@@ -275,6 +379,8 @@ def test_script_prints_the_grpc_request(tmp_path):
     (["--print_request", "--protocol=grpc", "--sentence1=a"], "--model_name"),
     (["--server=h:1", "--model_name=m", "--model_version=0", "--sentence1=a"], "--model_version"),
     (["--saved_model_dir=x", "--sentence1=a", "--input_file=f"], "--input_file"),
+    (["--saved_model_dir=x", "--sentence1=a", "--batch_size=0"], "--batch_size=0: give a positive number"),
+    (["--print_request", "--sentence1=a", "--batch_size=8"], "--batch_size applies to running them"),
 ])
 def test_script_names_the_flag_at_fault(flags, message):
   result = _script(*flags, timeout=60)
@@ -282,7 +388,7 @@ def test_script_names_the_flag_at_fault(flags, message):
   assert message in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("name,content", [("pairs.tsv", b"a dog\tthe cat\nok\n\xff\xfe bad\tx\n"),
+@pytest.mark.parametrize("name,content", [("pairs.tsv", b"a dog\tthe cat\nok\tfine\n\xff\xfe bad\tx\n"),
                                           ("pairs.jsonl", b'{"sentence1": "a"}\n\n{"sentence1": "caf\xe9"}\n')])
 def test_script_names_the_file_and_line_that_is_not_utf8(tmp_path, name, content):
   """Run as a user runs it: from the file's folder, with a relative path."""
@@ -387,7 +493,7 @@ def test_script_talks_rest_and_grpc(export, tmp_path):
     rest_lines = _lines(_script(f"--server=127.0.0.1:{rest.server_address[1]}", "--model_name=nli",
                                 f"--input_file={pairs}"))
     grpc_lines = _lines(_script(f"--server=127.0.0.1:{grpc_port}", "--protocol=grpc", "--model_name=nli",
-                                f"--input_file={pairs}"))
+                                f"--input_file={pairs}", "--batch_size=2"))
     missing = _script(f"--server=127.0.0.1:{rest.server_address[1]}", "--model_name=other", "--sentence1=a")
   finally:
     rest.shutdown()
@@ -395,10 +501,41 @@ def test_script_talks_rest_and_grpc(export, tmp_path):
   _assert_rows_match(rest_lines, expected)
   _assert_rows_match(grpc_lines, expected)
   columns = {k: [p[k] for p in PAIRS] for k in ("sentence1", "sentence2")}
-  assert [(m, s) for m, s, _ in stand_in.requests[:2]] == [("nli", "serving_default")] * 2
+  assert [(m, s) for m, s, _ in stand_in.requests[:3]] == [("nli", "serving_default")] * 3
   assert stand_in.requests[0][2] == columns
-  assert {k: [x.decode() for x in v] for k, v in stand_in.requests[1][2].items()} == columns
+  # gRPC in --batch_size=2 requests: the first two examples, then the third.
+  assert [{k: [x.decode() for x in v] for k, v in request[2].items()} for request in stand_in.requests[1:3]] == [
+      {k: v[:2] for k, v in columns.items()}, {k: v[2:] for k, v in columns.items()}]
   assert missing.returncode == 1 and "HTTP 404: Servable not found" in missing.stderr
+
+
+def test_script_sends_a_file_in_batches_and_stops_at_a_bad_row(export, tmp_path):
+  """Through a server (REST: the script imports no TensorFlow), --batch_size=3: one request per batch, each
+  batch's lines printed as it is answered, in order; a bad row stops the run with one line naming it, after the
+  lines of the batches before it."""
+  stand_in = _StandIn(export["signature"])
+  good, bad = tmp_path / "good.tsv", tmp_path / "bad.tsv"
+  pairs = _pairs_tsv(good, 7)
+  rows = good.read_text().splitlines()
+  rows[5] += "\textra"  # line 6: three columns
+  bad.write_text("\n".join(rows) + "\n")
+  rest = _rest_server(stand_in)
+  try:
+    server = [f"--server=127.0.0.1:{rest.server_address[1]}", "--model_name=nli", "--batch_size=3"]
+    answered = _lines(_script(*server, f"--input_file={good}", timeout=60))
+    sent = [len(columns["sentence1"]) for _, _, columns in stand_in.requests]
+    stopped = _script(*server, f"--input_file={bad}", timeout=60)
+  finally:
+    rest.shutdown()
+  assert sent == [3, 3, 1]
+  assert [{k: line[k] for k in ("sentence1", "sentence2")} for line in answered] == pairs
+  _assert_rows_match(answered, requests.run_local(export["version_dir"], pairs))
+  assert stopped.returncode == 1 and len(stand_in.requests) == 4  # the first batch only
+  assert [json.loads(line) for line in stopped.stdout.splitlines()] == answered[:3]
+  assert stopped.stderr.splitlines() == [
+      f"error: {bad}:6: 3 tab-separated columns; a file without a header row gives sentence1 and optionally "
+      "sentence2 (two columns at most); a file with a header row: name its text columns with --text_a_column (and "
+      "--text_b_column for a pair)"]
 
 
 # -- Any task's inputs and outputs ----------------------------------------------------------------------------

@@ -13,13 +13,15 @@ posting a REST request needs only the standard library, so a REST client starts 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from bert_tf import fileio
 
@@ -29,6 +31,7 @@ GRPC_PORT = 8500
 # The classifier's text inputs (bert_tf.tasks.classification.serving.TEXT_INPUTS).
 TEXT_INPUTS = ("sentence1", "sentence2")
 MANIFEST_PATH = os.path.join("assets.extra", "bert_tf_manifest.json")  # Where serving.py writes it.
+_T = TypeVar("_T")
 
 
 class ServingError(RuntimeError):
@@ -102,7 +105,12 @@ def check_instances(instances: Sequence[Mapping[str, Any]], input_names: Sequenc
 
 
 def read_instances(path: str, input_names: Sequence[str] | None = None) -> list[dict[str, str]]:
-  """Examples from a file.
+  """Examples from a file: `iter_instances`, all of them."""
+  return list(iter_instances(path, input_names))
+
+
+def iter_instances(path: str, input_names: Sequence[str] | None = None) -> Iterator[dict[str, str]]:
+  """Examples from a file, one at a time as they are read: a file of any length in bounded memory.
 
   Without `input_names` (the classifier): JSON lines with "sentence1" (and "sentence2"; other keys are
   ignored), or TSV with one or two columns (no header). JSON lines are recognised by a first non-blank line
@@ -110,38 +118,93 @@ def read_instances(path: str, input_names: Sequence[str] | None = None) -> list[
   example checked to give exactly those.
 
   With other `input_names` (a task's signature inputs, e.g. ("question", "context")): JSON lines, one object
-  per example with exactly those keys, string values. Errors name the file and line.
+  per example with exactly those keys, string values.
+
+  Each line is checked as it is read, so a bad line raises (ValueError naming the file and line) after the
+  examples before it were yielded; so does a file without examples, at the first example asked for.
   """
-  with fileio.open_file(path, "r") as f:
-    lines = [line.rstrip("\n").rstrip("\r") for line in f]
-  numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
-  if not numbered:
+  lines = ((n, line) for n, line in _file_lines(path) if line.strip())
+  first = next(lines, None)
+  if first is None:
     raise ValueError(f"--input_file={path}: holds no examples")
+  lines = itertools.chain([first], lines)
   if input_names is not None and not set(input_names) <= set(TEXT_INPUTS):
-    return [_read_json_instance(path, n, line, input_names) for n, line in numbered]
-  instances = []
-  if numbered[0][1].lstrip().startswith("{"):
-    for n, line in numbered:
-      record = _json_object(path, n, line)
-      if not isinstance(record.get("sentence1"), str):
-        raise ValueError(f'{path}:{n}: needs a "sentence1" string (and optionally "sentence2")')
-      if not isinstance(record.get("sentence2", ""), str):
-        raise ValueError(f'{path}:{n}: "sentence2" must be a string')
-      instances.append({k: record[k] for k in TEXT_INPUTS if k in record})
-  else:
-    for n, line in numbered:
-      fields = line.split("\t")
-      if len(fields) > 2:
-        raise ValueError(f"{path}:{n}: {len(fields)} tab-separated columns; give sentence1 and optionally "
-                         "sentence2 (two columns at most)")
-      instances.append(dict(zip(TEXT_INPUTS, fields)))
-  if input_names is not None:
-    for (n, _), instance in zip(numbered, instances):
-      if set(instance) != set(input_names):
-        raise ValueError(f"{path}:{n}: gives {sorted(instance)} but the model takes {sorted(input_names)}"
-                         + (" (a pair task: give sentence2 too)" if len(input_names) == 2 else ""))
-  _clean(instances)
-  return instances
+    for n, line in lines:
+      yield _read_json_instance(path, n, line, input_names)
+    return
+  read = _read_classifier_json if first[1].lstrip().startswith("{") else _read_tsv
+  names: set[str] | None = None  # the first example's inputs, which every other example must give
+  for i, (n, line) in enumerate(lines):
+    instance = read(path, n, line)
+    if input_names is not None and set(instance) != set(input_names):
+      raise ValueError(f"{path}:{n}: gives {sorted(instance)} but the model takes {sorted(input_names)}"
+                       + (" (a pair task: give sentence2 too)" if len(input_names) == 2 else ""))
+    if names is None:
+      names = set(instance)
+    elif set(instance) != names:
+      raise ValueError(f"{path}:{n}: instance {i} has inputs {sorted(instance)} but instance 0 (line {first[0]}) "
+                       f"has {sorted(names)}; give every example the same inputs (sentence2 for all or for none)")
+    yield instance
+
+
+def _read_classifier_json(path: str, n: int, line: str) -> dict[str, str]:
+  record = _json_object(path, n, line)
+  if not isinstance(record.get("sentence1"), str):
+    raise ValueError(f'{path}:{n}: needs a "sentence1" string (and optionally "sentence2")')
+  if not isinstance(record.get("sentence2", ""), str):
+    raise ValueError(f'{path}:{n}: "sentence2" must be a string')
+  return {k: record[k] for k in TEXT_INPUTS if k in record}
+
+
+def _read_tsv(path: str, n: int, line: str) -> dict[str, str]:
+  fields = line.split("\t")
+  if len(fields) > 2:
+    # Most often your own file, whose header names other columns than sentence1 and sentence2.
+    raise ValueError(f"{path}:{n}: {len(fields)} tab-separated columns; a file without a header row gives sentence1 "
+                     "and optionally sentence2 (two columns at most); a file with a header row: name its text "
+                     "columns with --text_a_column (and --text_b_column for a pair)")
+  return dict(zip(TEXT_INPUTS, fields))
+
+
+_LINE_END = re.compile(r"\r\n?|\n")
+
+
+def _file_lines(path: str) -> Iterator[tuple[int, str]]:
+  """(1-based number, text without its line end) per line of a plain or gzip file, split where Python's text
+  mode splits ("\\n", "\\r\\n" or a lone "\\r"), decoded a line at a time: bytes that are not UTF-8 raise
+  (ValueError naming path:line) after the lines before them were yielded."""
+  from bert_tf.data import text_io
+
+  number = 0
+  with text_io.open_binary(path) as f:
+    for raw in f:
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError:
+        # The decoder's message names neither the file nor the line; iter_lines raises naming both.
+        for _ in text_io.iter_lines(path):
+          pass
+        raise
+      parts = _LINE_END.split(text)
+      for part in parts[:-1] if parts[-1] == "" else parts:
+        number += 1
+        yield number, part
+
+
+def first_text_line(path: str) -> str:
+  """The first non-blank line of a plain or gzip file, without its line end ("" for none); ValueError naming
+  path:line for bytes that are not UTF-8 up to it."""
+  return next((line for _, line in _file_lines(path) if line.strip()), "")
+
+
+def batches(instances: Iterable[_T], size: int) -> Iterator[list[_T]]:
+  """`instances` in lists of `size` (the last may be shorter), read from `instances` only as each list is asked
+  for."""
+  if size < 1:
+    raise ValueError(f"batch size {size}: give a positive number of examples per batch")
+  iterator = iter(instances)
+  while batch := list(itertools.islice(iterator, size)):
+    yield batch
 
 
 def columns_for(input_names: Sequence[str] | None, text_a_column: str | None = None,
@@ -168,33 +231,42 @@ def columns_for(input_names: Sequence[str] | None, text_a_column: str | None = N
 
 
 def read_table_instances(path: str, columns: Mapping[str, str], optional: Sequence[str] = ()) -> list[dict[str, str]]:
+  """Examples from a file with a header row: `iter_table_instances`, all of them."""
+  return list(iter_table_instances(path, columns, optional))
+
+
+def iter_table_instances(path: str, columns: Mapping[str, str],
+                         optional: Sequence[str] = ()) -> Iterator[dict[str, str]]:
   """Examples from a CSV or TSV file with a header row, or JSON lines, in your own column names - a test file as
-  run_classifier.py reads it (`text_io.read_table`; the extension names the format, .gz allowed); other
-  columns (a label, an id) are ignored. `columns`: input name -> column (`columns_for`); an input in `optional`
-  is left out when the file lacks its column (a classifier's sentence2, where the model is unknown). Errors name
-  the file and line."""
+  run_classifier.py reads it (`text_io.read_table`; the extension names the format, .gz allowed) - one at a time
+  as they are read; other columns (a label, an id) are ignored. `columns`: input name -> column (`columns_for`);
+  an input in `optional` is left out when the file lacks its column (a classifier's sentence2, where the model is
+  unknown). Errors name the file and line; the header's, and a file without examples, at the first example asked
+  for; a bad row's after the examples before it were yielded."""
   from bert_tf.data import text_io
 
   table = text_io.read_table(path, text_io.file_format(path, "--input_file"))
-  instances = []
   wanted = dict(columns)
+  any_rows = False
   for line, row in table.rows:
-    if not instances:
+    if not any_rows:
       for name in optional:
         if columns[name] not in row:
           del wanted[name]
     for name, column in wanted.items():
       if column not in row:
         at, there = (table.header_line, "the header has") if table.header is not None else (line, "it has")
-        flag = {"sentence1": " (--text_a_column)", "sentence2": " (--text_b_column)"}.get(name, "")
+        # columns_for takes a one-input model's column, such as NER's text, from --text_a_column too.
+        flag = (" (--text_b_column)" if name == "sentence2" else
+                " (--text_a_column)" if name == "sentence1" or len(columns) == 1 else "")
         raise ValueError(f"{path}:{at}: no column {column!r} for the model's input {name!r}{flag}; {there} "
                          f"{', '.join(repr(c) for c in (table.header or row))}")
       if not isinstance(row[column], str):
         raise ValueError(f"{path}:{line}: column {column!r} must be text, not {type(row[column]).__name__}")
-    instances.append({name: row[column] for name, column in wanted.items()})
-  if not instances:
+    any_rows = True
+    yield {name: row[column] for name, column in wanted.items()}
+  if not any_rows:
     raise ValueError(f"--input_file={path}: holds no examples" + (" (only a header)" if table.header else ""))
-  return instances
 
 
 def guess_input_names(path: str) -> list[str] | None:
@@ -202,10 +274,8 @@ def guess_input_names(path: str) -> list[str] | None:
   input names to read it with (`read_instances`) for a client that cannot ask the model, such as one of a
   server. None for TSV, classifier files and a first line that is not a JSON object (`read_instances` then
   says what is wrong with it)."""
-  with fileio.open_file(path, "r") as f:
-    first = next((line for line in f if line.strip()), "")
   try:
-    record = json.loads(first)
+    record = json.loads(first_text_line(path))
   except json.JSONDecodeError:
     return None
   if not isinstance(record, dict) or not record or "sentence1" in record:
@@ -454,6 +524,13 @@ def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
               signature_name: str = DEFAULT_SIGNATURE) -> list[dict[str, Any]]:
   """Runs a signature of the SavedModel in this process; one dict per instance, as a server would answer.
   Outputs may have any rank >= 1 (batch first) and any dtype; strings are decoded."""
+  return local_runner(saved_model_dir, signature_name)(instances)
+
+
+def local_runner(saved_model_dir: str, signature_name: str = DEFAULT_SIGNATURE
+                 ) -> Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]:
+  """Loads the SavedModel once and returns `run(instances)`, which runs one batch of instances through the
+  signature as `run_local` does: for a file of examples run batch by batch (scripts/predict.py --input_file)."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  Registers the tokenizer's ops, which the SavedModel's graph uses.
 
@@ -464,23 +541,27 @@ def run_local(saved_model_dir: str, instances: Sequence[Mapping[str, Any]],
     raise _unreadable(path, e) from None
   if signature_name not in loaded.signatures:
     raise ValueError(f"{saved_model_dir}: no signature {signature_name!r}; it has {sorted(loaded.signatures)}")
-  function = loaded.signatures[signature_name]
-  specs = function.structured_input_signature[1]
-  columns = _columns(instances)
-  if set(columns) != set(specs):
-    raise ValueError(f"the model's {signature_name!r} takes inputs {sorted(specs)}, the examples give "
-                     f"{sorted(columns)}" + (" (a pair task: give sentence2 too)" if "sentence2" in specs else ""))
-  tensors = {}
-  for name, values in columns.items():
+  specs = loaded.signatures[signature_name].structured_input_signature[1]
+
+  def run(instances: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    columns = _columns(instances)
+    if set(columns) != set(specs):
+      raise ValueError(f"the model's {signature_name!r} takes inputs {sorted(specs)}, the examples give "
+                       f"{sorted(columns)}" + (" (a pair task: give sentence2 too)" if "sentence2" in specs else ""))
+    tensors = {}
+    for name, values in columns.items():
+      try:
+        tensors[name] = tf.constant(values, specs[name].dtype)
+      except (TypeError, ValueError) as e:
+        raise ValueError(f"input {name!r}: the examples' values {values!r:.200} are not {specs[name].dtype.name} "
+                         f"values of one shape ({str(e).splitlines()[0][:200]})") from None
     try:
-      tensors[name] = tf.constant(values, specs[name].dtype)
-    except (TypeError, ValueError) as e:
-      raise ValueError(f"input {name!r}: the examples' values {values!r:.200} are not {specs[name].dtype.name} "
-                       f"values of one shape ({str(e).splitlines()[0][:200]})") from None
-  try:
-    outputs = function(**tensors)
-  except tf.errors.InvalidArgumentError as e:
-    # The model's own checks (invalid UTF-8, batch sizes, ids out of range): what the server answers with HTTP
-    # 400, as one line.
-    raise ValueError(f"the model refused the examples: {_refusal(e)}") from None
-  return _rows({name: value.numpy() for name, value in outputs.items()})
+      # Called through `loaded`, which owns the variables the signature reads, so that they live as long as run.
+      outputs = loaded.signatures[signature_name](**tensors)
+    except tf.errors.InvalidArgumentError as e:
+      # The model's own checks (invalid UTF-8, batch sizes, ids out of range): what the server answers with HTTP
+      # 400, as one line.
+      raise ValueError(f"the model refused the examples: {_refusal(e)}") from None
+    return _rows({name: value.numpy() for name, value in outputs.items()})
+
+  return run
