@@ -20,7 +20,14 @@ The split (`split_articles`): for each version, the evaluation file is the last 
 file order) taken until they hold at least --eval_questions questions, whole and unchanged; the training file is
 the first articles taken until they hold at least --train_questions questions, each question keeping only its
 first gold answer (google-research's reader takes exactly one answer per training question). The two never
-share an article.
+share an article. With --threshold_questions (SQuAD 2.0), the articles just before the evaluation ones (taken
+backwards until they hold that many questions, whole) form a threshold split, and neither side's threshold is
+chosen on the evaluation articles: ours trains and runs --do_eval on the threshold split (storing its best-F1
+null_score_diff_threshold in squad_model/), then a second process predicts the evaluation split from that
+squad_model/ at the stored threshold (into <output_dir>/eval/); the peer predicts the two splits as one file.
+Both are scored by `held_out_scores`: the threshold articles' best-F1 threshold, and the evaluation articles'
+scores at it (at_held_out_thresh_*), beside the evaluation articles' own best F1 (optimistic: its threshold is
+chosen on the questions it scores).
 
 Scores: both sides' predictions.json / nbest_predictions.json / null_odds.json are scored by the same function
 (`squad_hf_peer.score`, through bert_tf.tasks.squad.metrics, equal to the official scripts): v1.1 EM and F1; v2.0
@@ -32,6 +39,8 @@ post-processing, which is what ours' predict_seconds covers).
 
   python bench/bench_squad.py                                            # the full run (~50 minutes here)
   python bench/bench_squad.py --versions=v1.1 --seeds=1 --train_questions=100 --eval_questions=100  # smoke
+  python bench/bench_squad.py --versions=v2.0 --seeds=1 --train_questions=7000 --threshold_questions=800 \
+      --eval_questions=2000 --num_train_epochs=1 --skip_peer --work_dir=out/bench_squad_v2  # v2.0 that learns
 
 Writes <work_dir>/squad_results.json and .md and prints both; keeps every output folder (ours' first seed's
 squad_model/, predictions.json, null_odds.json and the evaluation split are printed at the end). Exits non-zero
@@ -64,6 +73,10 @@ VERSIONS = {"v1.1": "dev-v1.1.json", "v2.0": "dev-v2.0.json"}
 V1_KEYS = ("exact_match", "f1")
 V2_KEYS = ("exact", "f1", "best_exact", "best_f1", "best_f1_thresh", "at_best_f1_thresh_HasAns_f1",
            "at_best_f1_thresh_NoAns_exact")
+# With --threshold_questions (`held_out_scores`): the threshold chosen on the threshold articles, and the
+# evaluation articles' scores at it.
+HELD_OUT_KEYS = ("held_out_thresh", "held_out_best_f1_on_threshold_articles", "at_held_out_thresh_exact",
+                 "at_held_out_thresh_f1", "at_held_out_thresh_HasAns_f1", "at_held_out_thresh_NoAns_exact")
 
 NOTES = [
     "Optimizer: the peer's torch.optim.AdamW applies Adam's bias correction; ours runs --optimizer (default "
@@ -73,7 +86,8 @@ NOTES = [
     "The matched run (squad_matched.py) gives the peer --mask_padding_in_loss.",
     "Batches: both draw full batches of windows from per-epoch permutations seeded with --seed, from different "
     "random streams (and different dropout masks and head starts), so single seeds differ; compare means.",
-    "Steps: int(training questions / batch x epochs), google-research's arithmetic (questions, not windows).",
+    "Steps: int(training questions / batch x epochs), google-research's arithmetic (questions, not windows; ours "
+    "--epoch_unit=questions).",
 ]
 
 
@@ -86,6 +100,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                       help="The training split: the first articles until they hold at least this many questions.")
   parser.add_argument("--eval_questions", type=int, default=1000,
                       help="The evaluation split: the last articles until they hold at least this many questions.")
+  parser.add_argument("--threshold_questions", type=int, default=0,
+                      help="SQuAD 2.0: when > 0, the articles just before the evaluation split, until they hold at "
+                      "least this many questions, choose the null_score_diff_threshold (ours stores it in "
+                      "squad_model/) instead of the evaluation split itself.")
   parser.add_argument("--learning_rate", type=float, default=1e-4)
   parser.add_argument("--num_train_epochs", type=float, default=0.5)
   parser.add_argument("--max_seq_length", type=int, default=256)
@@ -118,6 +136,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.error("--seeds is empty")
   if args.train_questions <= 0 or args.eval_questions <= 0:
     parser.error("--train_questions and --eval_questions must be positive")
+  if args.threshold_questions < 0:
+    parser.error(f"--threshold_questions must be 0 (off) or positive, got {args.threshold_questions}")
   if args.skip_ours and args.skip_peer:
     parser.error("--skip_ours and --skip_peer together leave nothing to run")
   args.work_dir = os.path.abspath(args.work_dir)
@@ -133,22 +153,32 @@ def _questions(article: dict) -> int:
   return sum(len(p["qas"]) for p in article["paragraphs"])
 
 
-def split_articles(dataset: dict, train_questions: int, eval_questions: int) -> tuple[dict, dict, dict]:
-  """(training SQuAD JSON, evaluation SQuAD JSON, a description) of `dataset` split by article: evaluation = the
-  last articles until >= eval_questions questions; training = the first until >= train_questions, each question
-  keeping its first gold answer only. Raises ValueError when the file cannot give both without overlap."""
+def split_articles(dataset: dict, train_questions: int, eval_questions: int,
+                   threshold_questions: int = 0) -> tuple[dict, dict, dict, dict | None]:
+  """(training SQuAD JSON, evaluation SQuAD JSON, a description, threshold SQuAD JSON or None) of `dataset` split
+  by article: evaluation = the last articles until >= eval_questions questions; threshold (only when
+  threshold_questions > 0) = the articles just before those, taken backwards until >= threshold_questions, whole
+  and unchanged; training = the first until >= train_questions, each question keeping its first gold answer only.
+  Raises ValueError when the file cannot give them all without overlap."""
   articles = dataset["data"]
-  eval_begin, count = len(articles), 0
-  while eval_begin > 0 and count < eval_questions:
-    eval_begin -= 1
-    count += _questions(articles[eval_begin])
+
+  def take_back(end, wanted):  # the first index of the articles before `end` that hold >= wanted questions
+    begin, count = end, 0
+    while begin > 0 and count < wanted:
+      begin -= 1
+      count += _questions(articles[begin])
+    return begin
+
+  eval_begin = take_back(len(articles), eval_questions)
+  threshold_begin = take_back(eval_begin, threshold_questions) if threshold_questions > 0 else eval_begin
   train_end, count = 0, 0
-  while train_end < eval_begin and count < train_questions:
+  while train_end < threshold_begin and count < train_questions:
     count += _questions(articles[train_end])
     train_end += 1
-  if count < train_questions or sum(map(_questions, articles[eval_begin:])) < eval_questions:
-    raise ValueError(f"{len(articles)} articles cannot give {train_questions} training and {eval_questions} "
-                     "evaluation questions from different articles; ask for fewer")
+  if (count < train_questions or sum(map(_questions, articles[eval_begin:])) < eval_questions
+      or sum(map(_questions, articles[threshold_begin:eval_begin])) < threshold_questions):
+    raise ValueError(f"{len(articles)} articles cannot give {train_questions} training, {threshold_questions} "
+                     f"threshold and {eval_questions} evaluation questions from different articles; ask for fewer")
 
   def first_answer_only(article):
     paragraphs = [{**p, "qas": [{**qa, "answers": qa["answers"][:1]} for qa in p["qas"]]}
@@ -157,6 +187,8 @@ def split_articles(dataset: dict, train_questions: int, eval_questions: int) -> 
 
   train = {"version": dataset.get("version"), "data": [first_answer_only(a) for a in articles[:train_end]]}
   evaluation = {"version": dataset.get("version"), "data": articles[eval_begin:]}
+  threshold = ({"version": dataset.get("version"), "data": articles[threshold_begin:eval_begin]}
+               if threshold_questions > 0 else None)
 
   def describe(part, first):
     return {"articles": [f"{first + i}: {a['title']}" for i, a in enumerate(part["data"])],
@@ -164,21 +196,33 @@ def split_articles(dataset: dict, train_questions: int, eval_questions: int) -> 
             "unanswerable": sum(1 for a in part["data"] for p in a["paragraphs"] for qa in p["qas"]
                                 if qa.get("is_impossible"))}
 
-  return train, evaluation, {"train": describe(train, 0), "eval": describe(evaluation, eval_begin),
-                             "articles_in_file": len(articles)}
+  description = {"train": describe(train, 0), "eval": describe(evaluation, eval_begin),
+                 "articles_in_file": len(articles)}
+  if threshold is not None:
+    description["threshold"] = describe(threshold, threshold_begin)
+  return train, evaluation, description, threshold
 
 
 def write_split(args, version: str) -> dict:
-  """Writes <work_dir>/data/<version>-{train,eval}.json (deterministic) -> their paths and description."""
+  """Writes <work_dir>/data/<version>-{train,eval}.json, and with --threshold_questions <version>-threshold.json
+  and <version>-threshold+eval.json (the two concatenated, what the peer predicts) (deterministic) -> their paths
+  and description."""
   with open(os.path.join(args.squad_dir, VERSIONS[version]), encoding="utf-8") as f:
     dataset = json.load(f)
-  train, evaluation, description = split_articles(dataset, args.train_questions, args.eval_questions)
+  train, evaluation, description, threshold = split_articles(
+      dataset, args.train_questions, args.eval_questions, getattr(args, "threshold_questions", 0))
+  parts = [("train", train), ("eval", evaluation)]
+  if threshold is not None:
+    parts += [("threshold", threshold),
+              ("threshold+eval", {"version": dataset.get("version"), "data": threshold["data"] + evaluation["data"]})]
   paths = {}
-  for part, content in (("train", train), ("eval", evaluation)):
+  for part, content in parts:
     paths[part] = os.path.join(args.work_dir, "data", f"{version}-{part}.json")
     bench_glue.write_atomic(paths[part], json.dumps(content, ensure_ascii=False) + "\n")
+  held_out = (f"; threshold {description['threshold']['questions']} questions from articles "
+              f"{description['threshold']['articles']}" if threshold is not None else "")
   print(f"{version} split: train {description['train']['questions']} questions from articles "
-        f"{description['train']['articles']}; eval {description['eval']['questions']} questions "
+        f"{description['train']['articles']}{held_out}; eval {description['eval']['questions']} questions "
         f"({description['eval']['unanswerable']} unanswerable) from articles {description['eval']['articles']}",
         flush=True)
   return {"files": paths, **description}
@@ -214,23 +258,39 @@ def ours_log_figures(log_path: str) -> dict[str, Any]:
   speeds = re.findall(r"step \d+/\d+ .*sequences_per_second ([\d.e+]+)", text)
   if speeds:
     out["train_loop_windows_per_second_last_log"] = float(speeds[-1])
-  # finetuning.predict's progress lines: windows/s so far; the loop's own rate only on the last batch's line.
+  # finetuning.predict's last line: "predicting <file>: done, 431 examples in 74.8 s (5.762 examples/s)"; older
+  # logs end with the last batch's progress line instead.
+  done = re.findall(r"predicting [^:]+: done, (\d+) examples in [\d.]+ s \(([\d.e+]+) examples/s\)", text)
   progress = re.findall(r"predicting [^:]+: batch (\d+)/(\d+)\s+(\d+) examples\s+([\d.e+]+) examples/s", text)
-  if progress and progress[-1][0] == progress[-1][1]:
+  if done:
+    out["predict_loop_windows_per_second"] = float(done[-1][1])
+  elif progress and progress[-1][0] == progress[-1][1]:
     out["predict_loop_windows_per_second"] = float(progress[-1][3])
+  # The run's closing summary (JSON on stdout): the whole prediction's seconds, also without --do_eval.
+  seconds = re.findall(r'"predict_seconds": ([\d.e+]+)', text)
+  if seconds:
+    out["predict_seconds"] = float(seconds[-1])
   return out
 
 
+def _ours_command(args, version: str, seed: int, converted: str, model_dir: str) -> list[str]:
+  return [args.python, OURS_SCRIPT, f"--vocab_file={os.path.join(model_dir, 'vocab.txt')}", "--do_lower_case",
+          f"--bert_config_file={os.path.join(converted, 'bert_config.json')}", f"--init_checkpoint={converted}",
+          *_window_args(args), "--epoch_unit=questions", f"--seed={seed}", f"--optimizer={args.ours_optimizer}",
+          "--distribution_strategy=one_device", f"--features_dir={os.path.join(args.work_dir, 'features')}"] + (
+              ["--version_2_with_negative"] if version == "v2.0" else [])
+
+
 def run_ours(args, version: str, seed: int, split: dict, converted: str, model_dir: str, env) -> dict:
+  """Trains and predicts the evaluation split with --do_eval (which stores the best-F1 threshold on it). With a
+  threshold split, --do_eval runs on that instead (its threshold is stored), and a second process predicts the
+  evaluation split from the stored squad_model/ into <output_dir>/eval/ at that threshold."""
   output_dir = _fresh(os.path.join(args.work_dir, "ours", version, f"seed{seed}"))
-  command = [args.python, OURS_SCRIPT, f"--vocab_file={os.path.join(model_dir, 'vocab.txt')}", "--do_lower_case",
-             f"--bert_config_file={os.path.join(converted, 'bert_config.json')}", f"--init_checkpoint={converted}",
-             "--do_train", f"--train_file={split['files']['train']}", "--do_predict",
-             f"--predict_file={split['files']['eval']}", "--do_eval", *_window_args(args), f"--seed={seed}",
-             f"--optimizer={args.ours_optimizer}", "--distribution_strategy=one_device",
-             f"--features_dir={os.path.join(args.work_dir, 'features')}", f"--output_dir={output_dir}"]
-  if version == "v2.0":
-    command.append("--version_2_with_negative")
+  held_out = "threshold" in split["files"]
+  scored_file = split["files"]["threshold" if held_out else "eval"]
+  command = _ours_command(args, version, seed, converted, model_dir) + [
+      "--do_train", f"--train_file={split['files']['train']}", "--do_predict", f"--predict_file={scored_file}",
+      "--do_eval", f"--output_dir={output_dir}"]
   run = bench_glue.run_logged(command, env, os.path.join(args.work_dir, "logs", f"ours_{version}_seed{seed}.log"),
                               f"ours {version} seed {seed}")
   run["output_dir"] = output_dir
@@ -244,32 +304,95 @@ def run_ours(args, version: str, seed: int, split: dict, converted: str, model_d
   with open(results_path, encoding="utf-8") as f:
     own = json.load(f)
   run.update(ours_log_figures(run["log"]))
-  run["metrics"] = squad_hf_peer.score(split["files"]["eval"], output_dir, version == "v2.0")
+  rescored = squad_hf_peer.score(scored_file, output_dir, version == "v2.0")
   run["own_eval_results"] = own
   run.update(train_examples=own.get("train_examples"), steps=own.get("train_steps"),
              train_seconds=own.get("train_seconds"), predict_seconds=own.get("predict_seconds"))
   if run["steps"] and run["train_seconds"]:
     run["train_windows_per_second"] = run["steps"] * args.train_batch_size / run["train_seconds"]
-  if run["predict_seconds"]:
-    run["predict_examples_per_second"] = len(_eval_ids(split)) / run["predict_seconds"]
   # Ours scores itself in the same run; the two scorings must agree (same metrics module, same files).
-  for key, value in run["metrics"].items():
+  for key, value in rescored.items():
     mine = own.get(key)
     if isinstance(mine, (int, float)) and abs(mine - value) > 1e-6:
       run.setdefault("scoring_mismatch", {})[key] = {"eval_results.json": mine, "rescored": value}
+  if not held_out:
+    run["metrics"] = rescored
+    if run["predict_seconds"]:
+      run["predict_examples_per_second"] = len(_eval_ids(split["files"]["eval"])) / run["predict_seconds"]
+    return run
+
+  run["threshold_split_metrics"] = rescored
+  eval_dir = _fresh(os.path.join(output_dir, "eval"))
+  squad_model = os.path.join(output_dir, "squad_model")
+  command = _ours_command(args, version, seed, squad_model, squad_model) + [
+      "--do_predict", f"--predict_file={split['files']['eval']}", f"--output_dir={eval_dir}"]
+  predict = bench_glue.run_logged(command, env, os.path.join(args.work_dir, "logs",
+                                                             f"ours_{version}_seed{seed}_predict.log"),
+                                  f"ours {version} seed {seed} predict")
+  run["eval_predict_run"] = predict
+  if predict["returncode"]:
+    run["error"] = f"exit status {predict['returncode']}; see {predict['log']}"
+    return run
+  figures = ours_log_figures(predict["log"])
+  run["threshold_predict_windows"] = run.pop("predict_windows", None)
+  run["predict_windows"] = figures.get("predict_windows")
+  run["predict_loop_windows_per_second"] = figures.get("predict_loop_windows_per_second")
+  run["predict_seconds"] = figures.get("predict_seconds")
+  if run["predict_seconds"]:
+    run["predict_examples_per_second"] = len(_eval_ids(split["files"]["eval"])) / run["predict_seconds"]
+  run["eval_output_dir"] = eval_dir
+  run["metrics"] = {**squad_hf_peer.score(split["files"]["eval"], eval_dir, True),
+                    **held_out_scores(split, output_dir, eval_dir)}
+  with open(os.path.join(squad_model, "squad.json"), encoding="utf-8") as f:
+    run["stored_threshold"] = json.load(f).get("null_score_diff_threshold")
   return run
 
 
-def _eval_ids(split: dict) -> list[str]:
-  with open(split["files"]["eval"], encoding="utf-8") as f:
+def _best_non_null_and_odds(output_dir: str, ids: list[str]) -> tuple[dict[str, str], dict[str, float]]:
+  """Each question's best non-empty n-best answer and its null odds, for `ids` only, in null_odds.json's order."""
+  with open(os.path.join(output_dir, "nbest_predictions.json"), encoding="utf-8") as f:
+    nbest = json.load(f)
+  with open(os.path.join(output_dir, "null_odds.json"), encoding="utf-8") as f:
+    null_odds = json.load(f)
+  wanted = set(ids)
+  odds = {qid: value for qid, value in null_odds.items() if qid in wanted}
+  return {qid: next((e["text"] for e in nbest[qid] if e["text"]), "") for qid in odds}, odds
+
+
+def held_out_scores(split: dict, threshold_dir: str, eval_dir: str) -> dict[str, float]:
+  """SQuAD 2.0 with a threshold split: evaluate-v2.0.py's best-F1 threshold over the threshold articles' null
+  odds (in threshold_dir's files), and evaluate-v2.0.py's scores of the evaluation articles' answers (eval_dir's
+  files) at it ("" where the null odds exceed it). The two directories may be the same (the peer predicts both
+  files in one)."""
+  from bert_tf.tasks.squad import metrics as squad_metrics  # pylint: disable=import-outside-toplevel
+
+  def load(path):
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+
+  threshold_data, eval_data = load(split["files"]["threshold"]), load(split["files"]["eval"])
+  texts, odds = _best_non_null_and_odds(threshold_dir, _eval_ids(split["files"]["threshold"]))
+  search = squad_metrics.evaluate_v2(threshold_data, texts, odds)
+  threshold = search["best_f1_thresh"]
+  texts, odds = _best_non_null_and_odds(eval_dir, _eval_ids(split["files"]["eval"]))
+  at = squad_metrics.evaluate_v2(eval_data, {qid: "" if odds[qid] > threshold else texts[qid] for qid in odds})
+  return {"held_out_thresh": threshold, "held_out_best_f1_on_threshold_articles": search["best_f1"],
+          **{f"at_held_out_thresh_{key}": at[key] for key in ("exact", "f1", "HasAns_f1", "NoAns_exact")}}
+
+
+def _eval_ids(path: str) -> list[str]:
+  with open(path, encoding="utf-8") as f:
     data = json.load(f)["data"]
   return [qa["id"] for a in data for p in a["paragraphs"] for qa in p["qas"]]
 
 
 def run_peer(args, version: str, seed: int, split: dict, model_dir: str, env) -> dict:
   output_dir = _fresh(os.path.join(args.work_dir, "peer", version, f"seed{seed}"))
+  held_out = "threshold" in split["files"]
+  # With a threshold split the peer predicts it and the evaluation split as one file (it always trains first).
+  predict_file = split["files"]["threshold+eval" if held_out else "eval"]
   command = [args.python, PEER_SCRIPT, f"--train_file={split['files']['train']}",
-             f"--predict_file={split['files']['eval']}", f"--model_dir={model_dir}", f"--output_dir={output_dir}",
+             f"--predict_file={predict_file}", f"--model_dir={model_dir}", f"--output_dir={output_dir}",
              *_window_args(args), f"--seed={seed}", f"--num_threads={args.num_threads}"]
   if version == "v2.0":
     command.append("--version_2_with_negative")
@@ -286,6 +409,9 @@ def run_peer(args, version: str, seed: int, split: dict, model_dir: str, env) ->
       raw = json.load(f)
     run.update({k: v for k, v in raw.items() if k not in ("step_losses", "hyperparameters", "model", "data")})
     run["predict_loop_windows_per_second"] = raw["predict_windows_per_second"]
+    if held_out:  # its own scores are over both files; these are the evaluation articles' alone
+      run["metrics"] = {**squad_hf_peer.score(split["files"]["eval"], output_dir, True),
+                        **held_out_scores(split, output_dir, output_dir)}
   return run
 
 
@@ -298,11 +424,13 @@ def _mean(values):
 
 
 def summarise(version: str, runs: list[dict]) -> dict[str, Any]:
-  keys = V2_KEYS if version == "v2.0" else V1_KEYS
+  keys = V2_KEYS + HELD_OUT_KEYS if version == "v2.0" else V1_KEYS
   out: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "metrics": {}}
   for key in keys:
     sides = {side: [r[side]["metrics"][key] for r in runs if key in (r.get(side, {}).get("metrics") or {})]
              for side in ("ours", "peer")}
+    if not sides["ours"] and not sides["peer"]:
+      continue
     ours, peer = _mean(sides["ours"]), _mean(sides["peer"])
     out["metrics"][key] = {"ours": ours, "peer": peer, "ours_per_seed": sides["ours"], "peer_per_seed": sides["peer"],
                            "diff": ours - peer if ours is not None and peer is not None else None,
@@ -330,6 +458,15 @@ def problems_of(version: str, seed: int, record: dict, threads: int) -> list[str
   if ours.get("scoring_mismatch"):
     problems.append(f"{version} seed {seed}: ours' eval_results.json and the rescoring differ: "
                     f"{ours['scoring_mismatch']}")
+  if ours.get("threshold_predict_windows") is not None and ours.get("predict_windows") is not None:
+    ours = {**ours, "predict_windows": ours["predict_windows"] + ours["threshold_predict_windows"]}  # as the peer's
+  if ours.get("stored_threshold") is not None and ours.get("metrics"):
+    if abs(ours["stored_threshold"] - ours["metrics"]["held_out_thresh"]) > 1e-6:
+      problems.append(f"{version} seed {seed}: ours stored threshold {ours['stored_threshold']}, the threshold "
+                      f"articles' search gives {ours['metrics']['held_out_thresh']}")
+    if abs(ours["metrics"]["f1"] - ours["metrics"]["at_held_out_thresh_f1"]) > 1e-6:
+      problems.append(f"{version} seed {seed}: ours' predictions.json (F1 {ours['metrics']['f1']}) is not at the "
+                      f"held-out threshold (F1 {ours['metrics']['at_held_out_thresh_f1']})")
   for key in ("train_examples", "steps", "train_windows", "predict_windows"):
     if ours.get(key) is not None and peer.get(key) is not None and int(ours[key]) != int(peer[key]):
       problems.append(f"{version} seed {seed}: {key} differ: ours {ours[key]}, peer {peer[key]}")
@@ -376,6 +513,14 @@ def markdown(summary: dict[str, Any]) -> str:
            f"{st['num_train_epochs']} epochs, ours --optimizer={st['ours_optimizer']}, {st['num_threads']} threads "
            f"each; load average before/after {summary['machine']['loadavg_before']} / "
            f"{summary['machine']['loadavg_after']}. win/s = windows (features) per second."]
+  for version, split in summary["splits"].items():
+    if version == "v2.0":
+      rows.append(f"v2.0 all-null baseline (\"\" everywhere) on the evaluation split: EM = F1 = "
+                  f"{100 * split['eval']['unanswerable'] / split['eval']['questions']:.2f} (the NoAns share).")
+    if "threshold" in split:
+      rows.append(f"{version}: the threshold from {split['threshold']['questions']} questions of articles "
+                  f"{split['threshold']['articles']}; ours' predict speed is the evaluation file's, the peer's "
+                  "covers the threshold and evaluation files together.")
   return "\n".join(rows) + "\n"
 
 
@@ -419,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f" / bert-tensorflow {bench_glue.version('bert-tensorflow')}",
                    "python": platform.python_version()},
       "settings": {k: getattr(args, k) for k in (
-          "versions", "seeds", "train_questions", "eval_questions", "learning_rate", "num_train_epochs",
+          "versions", "seeds", "train_questions", "eval_questions", "threshold_questions", "learning_rate", "num_train_epochs",
           "max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
           "warmup_proportion", "num_threads", "ours_optimizer", "squad_dir")} | {
           "model_dir": model_dir, "converted_dir": converted, "weight_decay": 0.01, "adam_epsilon": 1e-6,
@@ -440,9 +585,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   if not args.skip_ours:
     print("Kept for the export check (ours, first seed):")
     for version in args.versions:
-      first = runs[version][0].get("ours", {}).get("output_dir")
-      print(f"  {version}: {os.path.join(first, 'squad_model')}  {os.path.join(first, 'predictions.json')}  "
-            f"{os.path.join(first, 'null_odds.json')}  eval split {splits[version]['files']['eval']}")
+      ours = runs[version][0].get("ours", {})
+      first, predicted = ours.get("output_dir"), ours.get("eval_output_dir", ours.get("output_dir"))
+      print(f"  {version}: {os.path.join(first, 'squad_model')}  {os.path.join(predicted, 'predictions.json')}  "
+            f"{os.path.join(predicted, 'null_odds.json')}  eval split {splits[version]['files']['eval']}")
   return bench_glue.finish(args.output_json, problems)
 
 
