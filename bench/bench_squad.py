@@ -564,9 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f" / bert-tensorflow {bench_glue.version('bert-tensorflow')}",
                    "python": platform.python_version()},
       "settings": {k: getattr(args, k) for k in (
-          "versions", "seeds", "train_questions", "eval_questions", "threshold_questions", "learning_rate", "num_train_epochs",
-          "max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
-          "warmup_proportion", "num_threads", "ours_optimizer", "squad_dir")} | {
+          "versions", "seeds", "train_questions", "eval_questions", "threshold_questions", "learning_rate",
+          "num_train_epochs", "max_seq_length", "doc_stride", "max_query_length", "train_batch_size",
+          "predict_batch_size", "warmup_proportion", "num_threads", "ours_optimizer", "squad_dir")} | {
           "model_dir": model_dir, "converted_dir": converted, "weight_decay": 0.01, "adam_epsilon": 1e-6,
           "clip_norm": 1.0, "dropout": 0.1, "n_best_size": 20, "max_answer_length": 30,
           "thread_environment": {k: env[k] for k in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")}},
