@@ -11,6 +11,7 @@ import sys
 from typing import Any, Callable, Mapping
 
 from bert_tf.errors import UserError, first_line, is_disk_full
+from bert_tf.export import limits
 from bert_tf.training.choices import ALL_REDUCE_ALGS, COLLECTIVE_IMPLEMENTATIONS, DTYPES, OPTIMIZERS, STRATEGIES
 
 # Exceptions that mean "the input or the flags are wrong": shown as one line, without a traceback.
@@ -225,7 +226,10 @@ def evaluation_flag_values(flag_values=None) -> dict:
 # google-research/bert's run_classifier.py / run_squad.py names and defaults, the same for every task but those a
 # task passes to `define_finetuning_flags` (its max_seq_length, batch, learning rate, model name).
 FINETUNING_TASK_FLAGS = ("bert_config_file", "do_lower_case", "do_train", "do_eval", "do_predict", "max_seq_length",
-                         "features_dir", "dynamic_padding", "max_train_examples", "export_dir", "model_name")
+                         "features_dir", "dynamic_padding", "max_train_examples", "export_dir", "model_name",
+                         "max_request_chars")
+MAX_REQUEST_CHARS_HELP = ("The export refuses a request whose text field holds more characters than this, the "
+                          "batch's texts together (memory grows with it: docs/serving.md).")
 
 
 def define_finetuning_flags(task: str, *, unit: str, do_train: str, do_eval: str, do_predict: str,
@@ -307,6 +311,7 @@ def define_finetuning_flags(task: str, *, unit: str, do_train: str, do_eval: str
     bound.DEFINE_integer("max_train_examples", 0, texts["max_train_examples"])
   bound.DEFINE_string("export_dir", None, texts["export_dir"])
   bound.DEFINE_string("model_name", model_name, texts["model_name"])
+  bound.DEFINE_integer("max_request_chars", limits.MAX_REQUEST_CHARS, MAX_REQUEST_CHARS_HELP)
   _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
 
 
@@ -394,6 +399,7 @@ def define_export_flags(task: str | None = None, model_dir_flag: str = "model_di
                         (" (default: the task name, lower case)." if t.served_name is None else "."))
   bound.DEFINE_string("export_dir", None, "TF Serving's model root (local or gs://).")
   bound.DEFINE_integer("model_version", None, "The version folder (default: 1 + the newest existing one).")
+  bound.DEFINE_integer("max_request_chars", limits.MAX_REQUEST_CHARS, MAX_REQUEST_CHARS_HELP)
   for t in exported:
     t.define_export_flags(bound)
   _declare_key_flags_of_caller(flag_values, set(flag_values) - before)
@@ -459,6 +465,7 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
     for name in (model_dir_flag, "export_dir"):
       if not FLAGS[name].value:
         raise ValueError(f"--{name} is required")
+    limits.check_max_request_chars(FLAGS.max_request_chars)
     given = FLAGS[model_dir_flag].value
     found, model_dir = (registry.get(task), given) if task else task_of_model_dir(given, model_dir_flag)
     own = _own_export_flags(found)
@@ -468,7 +475,8 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
           raise ValueError(f"--{name}: for a {other.description} only, and --{model_dir_flag}={given} is a "
                            f"{found.description}; drop it")
     print(found.export(model_dir, FLAGS.export_dir, FLAGS.model_name, FLAGS.model_version,
-                       {name: FLAGS[name].value for name in own}, model_dir_flag))
+                       {**{name: FLAGS[name].value for name in own}, "max_request_chars": FLAGS.max_request_chars},
+                       model_dir_flag))
 
   return main
 

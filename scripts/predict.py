@@ -176,10 +176,12 @@ def main(argv):
   source = _source()
   # Locally the signature's inputs are known before the model loads (the manifest), so examples are checked
   # against them; a server checks them itself.
-  input_names = None
+  input_names = limit = None
   if FLAGS.saved_model_dir and not FLAGS.print_request:
     input_names = sorted(requests.signature_inputs(FLAGS.saved_model_dir))
-  batches = requests.batches(_instances(source, input_names), FLAGS.batch_size)
+    # The export's own limit on a request's text: batches stay under it, and a longer example is named here.
+    limit = requests.request_limit(FLAGS.saved_model_dir)
+  batches = requests.batches(_instances(source, input_names), FLAGS.batch_size, limit)
   # The first batch is read, and so the file's header and first rows checked, before the model loads or a
   # request is sent.
   first = next(batches)

@@ -30,7 +30,7 @@ from test_serving import LABELS, export_words
 
 SCRIPT = "scripts/predict.py"
 PAIRS = [{"sentence1": "The dog sat on the mat.", "sentence2": "A cat is running."},
-         {"sentence1": "", "sentence2": "fox"},
+         {"sentence1": "?", "sentence2": "fox"},
          {"sentence1": "Über quick brown foxes!", "sentence2": "not a dog?"}]
 
 
@@ -705,3 +705,24 @@ def test_an_empty_or_truncated_version_is_one_error_naming_it(export, tmp_path):
   os.remove(model_dir / "1" / requests.MANIFEST_PATH)  # inputs then come from saved_model.pb itself
   with pytest.raises(ValueError, match="cannot be loaded as a SavedModel"):
     requests.signature_inputs(str(model_dir))
+
+
+def test_batches_stay_under_an_exports_request_limit(export, tmp_path):
+  """With the export's max_request_chars (its manifest), a batch ends before a text input would exceed it, and an
+  example over it alone is named (library); scripts/predict.py says so in one line before the model loads."""
+  examples = [{"sentence1": "ab", "sentence2": "c"}, {"sentence1": "abc", "sentence2": ""},
+              {"sentence1": "d", "sentence2": "efgh"}, {"sentence1": "i", "sentence2": "j"}]
+  assert list(requests.batches(examples, 3, max_chars=5)) == [examples[:2], examples[2:]]
+  assert list(requests.batches(examples, 2, max_chars=100)) == [examples[:2], examples[2:]]
+  with pytest.raises(ValueError, match=r"^example 2: sentence1 holds 6 characters, over the export's limit of 5 "
+                                       r"\(max_request_chars in its manifest\)"):
+    list(requests.batches([examples[0], {"sentence1": "abcdef", "sentence2": ""}], 3, max_chars=5))
+  assert requests.request_limit(export["model_dir"]) == 500_000
+  big = tmp_path / "big.jsonl"
+  big.write_text(json.dumps({"sentence1": "a dog", "sentence2": "sat"}) + "\n"
+                 + json.dumps({"sentence1": "dog " * 125_001, "sentence2": "sat"}) + "\n")
+  refused = _script(f"--saved_model_dir={export['model_dir']}", f"--input_file={big}")
+  assert refused.returncode == 1 and refused.stdout == ""
+  assert refused.stderr.strip().splitlines()[-1] == (
+      "error: example 2: sentence1 holds 500,004 characters, over the export's limit of 500,000 (max_request_chars "
+      "in its manifest); shorten it, or export with a larger --max_request_chars")

@@ -266,3 +266,38 @@ def test_a_type_metric_for_best_is_checked_against_the_dev_file_before_training(
   values = ner_metrics.evaluate([s.tags for s in conll.sentences], [["O"] * len(s.tags) for s in conll.sentences])
   names = ner_run.metric_names("IOB2", conll.types)
   assert names[-1] == "loss" and set(names[:-1]) <= set(values.as_dict())
+
+
+@pytest.mark.slow  # a prediction run that exports, and predict.py on the export: two processes, about 30 s
+def test_the_export_tags_as_the_runs_predictions_file_writes(workdir, bert_uncased_vocab_file):
+  """A tagger whose labels often break IOB2 (test_ner_serving's decisive random head), predicting the release's
+  files (IOB1) and exported in the same run: predict.py on the export gives each sentence's words the tags
+  test_predictions.txt holds, in the training file's scheme, not the model's raw labels."""
+  import test_ner_serving
+  from bert_tf.tasks.ner import run as ner_run
+
+  model_dir = workdir / "decisive" / "ner_model"
+  ner_run.save_model(test_ner_serving._model(), test_ner_serving._settings(), bert_uncased_vocab_file,
+                     str(model_dir))
+  size = test_ner_serving.T
+  done = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "run_ner.py"), "--do_predict",
+                         "--data_dir=conll", f"--init_checkpoint={model_dir}", "--output_dir=decisive/out",
+                         f"--max_seq_length={size}", "--features_dir=features", "--distribution_strategy=one_device",
+                         "--export_dir=decisive/export", "--model_name=tags"],
+                        cwd=workdir, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  _, predicted, words = _read_predictions(workdir / "decisive" / "out" / "test_predictions.txt")
+  # Sentences whose words the basic tokenizer keeps as they are ("1996-08-22" would be five words).
+  kept = [i for i, sentence in enumerate(words) if all(w.isalpha() or w == "." for w in sentence)]
+  requests = workdir / "decisive" / "requests.jsonl"
+  requests.write_text("".join(json.dumps({"text": " ".join(words[i])}) + "\n" for i in kept))
+  served = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "predict.py"),
+                           "--saved_model_dir=decisive/export/tags", f"--input_file={requests}"],
+                          cwd=workdir, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  assert served.returncode == 0, served.stderr[-3000:]
+  rows = [json.loads(line) for line in served.stdout.splitlines() if line.startswith("{")]
+  assert [row["words"][:row["num_words"]] for row in rows] == [words[i] for i in kept]
+  assert [row["tags"][:row["num_words"]] for row in rows] == [predicted[i] for i in kept]
+  sentences = [ner.NerSentence(tuple(predicted[i]), tuple(predicted[i]), 1, 0) for i in kept]
+  assert ner.check_scheme(sentences, "served tags", "IOB1") == ("IOB1", 0, "")
+  assert sum(tag != "O" for i in kept for tag in predicted[i]) >= 3  # entities to compare, not only O

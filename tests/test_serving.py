@@ -37,11 +37,11 @@ T = 11
 MAX_POSITIONS = 16
 LABELS = ("entailment", "neutral", "contradiction")
 PAIRS = [("The dog sat on the mat.", "A cat is running."),
-         ("", ""),  # [CLS] [SEP] [SEP]
+         ("?", "!"),  # punctuation alone (an empty or blank text is refused: below)
          ("Über quick brown foxes jumped!", "not a dog?"),  # lower-cased, accent stripped, ## pieces, [UNK]
          ("the " * 40, "cat sat"),  # truncated
          ("zebra", "dog " * 12)]
-SINGLES = ["The dog sat.", "", "running cats", "Dog " * 30]
+SINGLES = ["The dog sat.", "!", "running cats", "Dog " * 30]
 
 
 def write_vocab(directory) -> str:
@@ -155,7 +155,7 @@ def test_a_mixed_precision_model_exports_as_float32_next_version(exported, tmp_p
       for attr in node.attr.values():
         assert attr.type not in half and not half & set(attr.list.type), (function.signature.name, node.name)
 
-  texts = [("the dog sat", "a cat"), ("", "fox")]
+  texts = [("the dog sat", "a cat"), ("?", "fox")]
   a = tf.saved_model.load(first).signatures["serving_default"]
   b = tf.saved_model.load(second).signatures["serving_default"]
   inputs = {"sentence1": tf.constant([t[0] for t in texts]), "sentence2": tf.constant([t[1] for t in texts])}
@@ -470,7 +470,7 @@ def test_the_signatures_run_the_layers_on_real_tokens_only(exported):
     saved.ParseFromString(f.read())
   ops = {node.op for function in saved.meta_graphs[0].graph_def.library.function for node in function.node_def}
   assert "TensorScatterUpdate" in ops
-  texts = [("the dog sat on the mat by the door", "a cat"), ("x", "y"), ("the dog", "")]
+  texts = [("the dog sat on the mat by the door", "a cat"), ("x", "y"), ("the dog", ".")]
   got = tf.saved_model.load(exported["nli"][2]).signatures["serving_default"](
       sentence1=tf.constant([a for a, _ in texts]), sentence2=tf.constant([b for _, b in texts]))
   np.testing.assert_allclose(got["probabilities"].numpy(), softmax(_keras_outputs(exported, "nli", texts)),
@@ -500,13 +500,22 @@ def test_text_signature_rejects_batches_of_different_sizes(loaded_nli):
     text(sentence1=tf.constant(["a dog", "a cat"]), sentence2=tf.constant(["the mat"]))
 
 
-def test_empty_text_and_empty_batches(loaded_nli, exported):
-  cls, sep = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
-  features = loaded_nli.encode_text(tf.constant(["", "dog"]), tf.constant(["", ""]))
-  assert features["input_ids"].numpy().tolist() == [[cls, sep, sep] + [0] * (T - 3),
-                                                    [cls, VOCAB.index("dog"), sep, sep] + [0] * (T - 4)]
-  assert features["segment_ids"].numpy()[0].tolist() == [0, 0, 1] + [0] * (T - 3)
+def test_empty_text_is_refused_naming_the_row_and_empty_batches_work(loaded_nli, exported):
+  """As training refuses a row without text: an empty or blank sentence (whitespace, control characters) is an
+  InvalidArgument error naming the input and the row; invalid UTF-8 is one naming the input."""
   text = loaded_nli.signatures["serving_default"]
+  for sentence1, sentence2, message in (
+      (["dog", ""], ["cat", "mat"], "sentence1 is empty or blank .* in row 1 of the batch"),
+      (["dog", "the"], [" \t", "\x00\u200b"], "sentence2 is empty or blank .* in row 0 of the batch"),
+      (["dog"], [b"\xff"], "sentence2 must be valid UTF-8")):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      text(sentence1=tf.constant(sentence1), sentence2=tf.constant(sentence2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      loaded_nli.encode_text(tf.constant(sentence1), tf.constant(sentence2))
+  cls, sep = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
+  features = loaded_nli.encode_text(tf.constant(["dog"]), tf.constant(["?"]))
+  assert features["input_ids"].numpy().tolist() == [[cls, VOCAB.index("dog"), sep, VOCAB.index("?"), sep]
+                                                    + [0] * (T - 5)]
   empty = text(sentence1=tf.constant([], tf.string), sentence2=tf.constant([], tf.string))
   assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
 
@@ -568,7 +577,7 @@ def _saved_model_cli(args, with_tf_text: bool = False, cwd=None) -> subprocess.C
                         cwd=str(cwd) if cwd else None)
 
 
-CLI_TEXTS = [("The dog sat.", "a b"), ("", "Fox!")]
+CLI_TEXTS = [("The dog sat.", "a b"), ("?", "Fox!")]
 CLI_SIGNATURES = ("serving_default", "encoded")
 
 
@@ -902,3 +911,35 @@ def test_a_new_version_of_another_kind_of_task_is_refused(exported):
                                        r"'sts'\), and TF Serving would answer clients of 'nli' with it"):
     classifier_serving.export_classifier(model, spec, exported["vocab"], exported["export_dir"], "nli")
   assert sorted(os.listdir(os.path.join(exported["export_dir"], "nli"))) == before
+
+
+def test_in_slices_runs_a_slice_of_rows_at_a_time_with_the_outputs_of_one_call():
+  """Rows of [N, 3, L] features (SWAG's shape) through a function of the rows, 2 rows (2 x 3 x 5 <= 31 tokens) a
+  step: the slices seen, and the outputs equal to one call on every row; zero rows run one empty step."""
+  features = {name: tf.reshape(tf.range(7 * 3 * 5, dtype=tf.int32) + offset, [7, 3, 5])
+              for offset, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+  seen = []
+
+  def fn(rows):
+    seen.append(int(tf.shape(rows["input_ids"])[0]))
+    return {"total": tf.reduce_sum(rows["input_ids"] * rows["segment_ids"], axis=[1, 2]),
+            "scaled": tf.cast(rows["input_mask"], tf.float32) / 2}
+
+  sliced = serving.in_slices(fn, features, {"total": tf.int32, "scaled": tf.float32}, tokens_per_step=31)
+  assert seen == [2, 2, 2, 1]
+  whole = fn(features)
+  assert sliced["total"].numpy().tolist() == whole["total"].numpy().tolist()
+  assert np.array_equal(sliced["scaled"].numpy(), whole["scaled"].numpy()) and sliced["scaled"].shape == (7, 3, 5)
+  seen.clear()
+  empty = serving.in_slices(fn, {name: value[:0] for name, value in features.items()}, {"total": tf.int32,
+                                                                                       "scaled": tf.float32})
+  assert seen == [0] and empty["total"].shape == (0,) and empty["scaled"].shape == (0, 3, 5)
+
+  @tf.function
+  def traced(ids):  # in a graph, the static shapes past the rows are kept (the signature's outputs)
+    out = serving.in_slices(fn, {"input_ids": ids, "input_mask": ids, "segment_ids": ids},
+                            {"total": tf.int32, "scaled": tf.float32}, tokens_per_step=31)
+    assert out["scaled"].shape.as_list() == [None, 3, 5] and out["total"].shape.as_list() == [None]
+    return out
+
+  assert traced.get_concrete_function(tf.TensorSpec([None, 3, 5], tf.int32)) is not None

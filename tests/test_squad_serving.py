@@ -48,7 +48,8 @@ def model(bert_uncased_vocab_file):
 
 def _examples(n: int, seed: int) -> tuple[list[str], list[str]]:
   rng = random.Random(seed)
-  questions = [_text(rng, rng.randint(0, 14)) for _ in range(n)]
+  # A blank question (NULs alone, say) is refused (below): each ends with a word.
+  questions = [_text(rng, rng.randint(0, 14)) + " why" for _ in range(n)]
   # Mostly short contexts, some spanning many windows, one empty and one of only spaces.
   contexts = [_text(rng, rng.choice((1, 3, 8, 20, 45, 120))) for _ in range(n)]
   contexts[3], contexts[5] = "", " \n "
@@ -136,8 +137,16 @@ def test_bad_requests_are_errors_not_crashes(model, bert_uncased_vocab_file):
   server = squad_serving.SquadServer(model, bert_uncased_vocab_file, settings)
   with pytest.raises(tf.errors.InvalidArgumentError, match="same number of examples"):
     server.serve_text(tf.constant(["a", "b"]), tf.constant(["c"]))
-  with pytest.raises(tf.errors.InvalidArgumentError, match="valid UTF-8"):
-    server.serve_text(tf.constant(["a"]), tf.constant([b"caf\xe9"]))
+  for question, context, message in ((b"a", b"caf\xe9", "context must be valid UTF-8"),
+                                      (b"caf\xe9", b"a", "question must be valid UTF-8")):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      server.serve_text(tf.constant([question]), tf.constant([context]))
+  # A blank question asks nothing: refused, naming the row; a blank context is answered "" (no span there).
+  with pytest.raises(tf.errors.InvalidArgumentError, match="question is empty or blank .* in row 1 of the batch"):
+    server.serve_text(tf.constant(["Who?", " \t\x01", "What?"]), tf.constant(["Ada.", "Bo.", "Cy."]))
+  blank_context = server.serve_text(tf.constant(["Who?", "What?"]), tf.constant(["", " \n "]))
+  assert blank_context["answer"].numpy().tolist() == [b"", b""]
+  assert blank_context["start_char"].numpy().tolist() == [-1, -1]
   empty = server.serve_text(tf.constant([], tf.string), tf.constant([], tf.string))
   assert {name: value.shape[0] for name, value in empty.items()} == {
       "answer": 0, "start_char": 0, "end_char": 0, "score": 0, "null_score_diff": 0}
@@ -157,9 +166,14 @@ def test_settings_are_checked_before_anything_is_built(model, bert_uncased_vocab
   assert np.isfinite(squad_serving.NO_SPAN_NULL_DIFF)
 
 
-def test_a_very_long_context_in_a_batch_of_short_ones(model, bert_uncased_vocab_file):
+def test_a_very_long_context_in_a_batch_of_short_ones(model, bert_uncased_vocab_file, monkeypatch):
+  """Over 300 windows, run by the encoder 16 at a time (`serving.in_slices`): the answers of the Python path, which
+  runs every window at once."""
+  from bert_tf.export import serving
+
   settings = {"max_seq_length": T, "doc_stride": STRIDE, "max_query_length": QUERY, "do_lower_case": True,
               "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+  monkeypatch.setattr(serving, "ENCODER_TOKENS_PER_STEP", 16 * T)  # read when the signature is traced
   server = squad_serving.SquadServer(model, bert_uncased_vocab_file, settings)
   rng = random.Random(11)
   questions = ["Where?", _text(rng, 30), "What year?"]  # the second question is cut to QUERY pieces

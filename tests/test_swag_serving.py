@@ -28,7 +28,7 @@ EXAMPLES = [
     swag.SwagExample("1", "A RED dog, then a blue cat sits in the park quickly.", "",
                      ("it sits.", "the ball runs away over the red fence into the water slowly.", "she walks.",
                       "they sleep."), None),
-    swag.SwagExample("2", "", "The woman", ("", "runs.", "jumps quickly, then falls.", "sits."), None),
+    swag.SwagExample("2", "", "The woman", ("!", "runs.", "jumps quickly, then falls.", "sits."), None),
 ]
 
 
@@ -153,6 +153,12 @@ def test_batches_of_different_sizes_are_an_error_and_empty_batches_work(exported
   inputs = {k: tf.constant(v, tf.string) for k, v in _inputs(EXAMPLES).items()}
   with pytest.raises(tf.errors.InvalidArgumentError, match="ending2 must hold as many examples as sent1"):
     serve(**dict(inputs, ending2=tf.constant(["a", "b"])))
+  # As training reads SWAG: a blank ending is refused, naming it and its row; an empty sent1 or sent2 is text.
+  blank = [" "] * (len(EXAMPLES) - 1) + ["ends."]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="ending3 is empty or blank .* in row 0 of the batch"):
+    serve(**dict(inputs, ending3=tf.constant(blank)))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="ending1 must be valid UTF-8"):
+    serve(**dict(inputs, ending1=tf.constant([b"\xff"] * len(EXAMPLES))))
   empty = serve(**{k: tf.constant([], tf.string) for k in swag_serving.TEXT_INPUTS})
   assert empty["probabilities"].shape == (0, 4) and empty["ending"].shape == (0,)
   with pytest.raises(TypeError):

@@ -67,32 +67,40 @@ def exports(tmp_path_factory, classifier_exports, ner_export, swag_export):
                     "version_2_with_negative": True, "null_score_diff_threshold": 0.0}
   squad_run.save_model(_squad_model(), squad_settings, vocab, str(root / "squad_model"))
   return {"classifier": classifier_exports["nli"][2],
-          "squad": squad_serving.export_squad(str(root / "squad_model"), str(root / "export")),
+          # A small request limit: a request over it costs little, and is refused by both loaders alike.
+          "squad": squad_serving.export_squad(str(root / "squad_model"), str(root / "export"),
+                                              max_request_chars=SQUAD_LIMIT),
           "ner": ner_export["path"], "swag": swag_export["path"]}
 
 
 # -- Requests: (signature, inputs) per export ------------------------------------------------------------------
 
 BAD_UTF8 = b"caf\xe9"
+SQUAD_LIMIT = 900  # characters per field per request of the SQuAD export
 SQUAD_CONTEXT = "The dog sat on the mat. A cat is running, the fox is not quick."
 NER_TEXTS = ["The quick brown fox sat on the mat.", "수도입니다.", "Cafe\u0301. dog", "the\x00dog sat\x00", "",
              "Über dog!"]
 
 REQUESTS = {
     "classifier": [
-        ("serving_default", {"sentence1": ["The dog sat.", "", "a\x00cat"], "sentence2": ["A cat.", "", "is"]}),
+        ("serving_default", {"sentence1": ["The dog sat.", "x", "a\x00cat"], "sentence2": ["A cat.", "!", "is"]}),
+        # Blank text is refused as training refuses it, naming the input and the row.
+        ("serving_default", {"sentence1": ["The dog sat.", "x"], "sentence2": ["A cat.", " \x00\u200b"]}),
         ("serving_default", {"sentence1": [], "sentence2": []}),
         ("encoded", {"input_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}),
         ("encoded", {"input_ids": [[2, 99, 3]], "input_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}),
     ],
     "squad": [
-        ("serving_default", {"question": ["Who sat?", "What is quick?", ""],
+        ("serving_default", {"question": ["Who sat?", "What is quick?", "?"],
                              "context": [SQUAD_CONTEXT, SQUAD_CONTEXT.replace(" ", "\x00 "), "the dog"]}),
         # Every context empty, blank or only control characters; then zero examples.
         ("serving_default", {"question": ["a", "b", "c"], "context": ["", " \n ", "\x00\x01"]}),
         ("serving_default", {"question": [], "context": []}),
         ("serving_default", {"question": [BAD_UTF8], "context": ["the dog"]}),
         ("serving_default", {"question": ["who"], "context": [BAD_UTF8]}),
+        ("serving_default", {"question": ["who", " "], "context": ["the dog", "the cat"]}),
+        # Over the limit by the batch's characters together (each context alone is under it).
+        ("serving_default", {"question": ["who", "what"], "context": ["the dog sat. " * 40, "a cat ran. " * 40]}),
         ("encoded", {"input_ids": [[2, 7, 3, 8, 3]], "input_mask": [[1] * 5], "segment_ids": [[0, 0, 0, 1, 1]]}),
     ],
     "ner": [
@@ -103,10 +111,12 @@ REQUESTS = {
         ("encoded", {"input_ids": [[2, 7, 3, 0]], "input_mask": [[1, 1, 1, 0]], "segment_ids": [[0, 0, 0, 0]]}),
     ],
     "swag": [
-        ("serving_default", {"sent1": ["The dog sat.", ""], "sent2": ["A cat", ""], "ending0": ["runs.", ""],
-                             "ending1": ["is not quick.", "x"], "ending2": ["sat on the mat.", ""],
-                             "ending3": ["jumps!", "\x00"]}),
+        ("serving_default", {"sent1": ["The dog sat.", ""], "sent2": ["A cat", ""], "ending0": ["runs.", "y"],
+                             "ending1": ["is not quick.", "x"], "ending2": ["sat on the mat.", "z"],
+                             "ending3": ["jumps!", "\x00!"]}),
         ("serving_default", {name: [] for name in swag_serving.TEXT_INPUTS}),
+        ("serving_default", {"sent1": ["a"], "sent2": ["b"], "ending0": ["c"], "ending1": [BAD_UTF8],
+                             "ending2": ["e"], "ending3": ["d"]}),
     ],
 }
 
@@ -282,8 +292,10 @@ def test_edge_requests_are_answered_or_refused_by_both_loaders(checked):
     classifier, squad, ner_out, swag = (checked["exports"][name][loader]
                                         for name in ("classifier", "squad", "ner", "swag"))
     assert _decoded(classifier[0]["probabilities"]).shape == (3, 3)
-    assert _decoded(classifier[1]["probabilities"]).shape == (0, 3)
-    assert "input_ids must be < vocab_size=29" in classifier[3]["error"]
+    assert "sentence2 is empty or blank (only whitespace or control characters) in row 1 of the batch" in (
+        classifier[1]["error"])
+    assert _decoded(classifier[2]["probabilities"]).shape == (0, 3)
+    assert "input_ids must be < vocab_size=29" in classifier[4]["error"]
 
     assert len(_strings(squad[0]["answer"])) == 3
     # A batch of only empty, blank and control-only contexts: no answer for each, as inside a mixed batch.
@@ -293,7 +305,10 @@ def test_edge_requests_are_answered_or_refused_by_both_loaders(checked):
     assert {name: _decoded(value).shape for name, value in squad[2].items()} == {
         "answer": (0,), "start_char": (0,), "end_char": (0,), "score": (0,), "null_score_diff": (0,)}
     assert "question must be valid UTF-8" in squad[3]["error"]
-    assert "text must be valid UTF-8" in squad[4]["error"]
+    assert "context must be valid UTF-8" in squad[4]["error"]
+    assert "question is empty or blank (only whitespace or control characters) in row 1" in squad[5]["error"]
+    assert ("context: 960 characters in this request, over the request limit of 900 set at export "
+            "(max_request_chars in the manifest)") in squad[6]["error"]
 
     # NER: each word its own text and offsets, also where normalising changed the length; nothing lost
     # after a NUL; texts without words have none, alone in a batch too.
@@ -312,6 +327,7 @@ def test_edge_requests_are_answered_or_refused_by_both_loaders(checked):
 
     assert _decoded(swag[0]["probabilities"]).shape == (2, 4)
     assert _decoded(swag[1]["probabilities"]).shape == (0, 4)
+    assert "ending1 must be valid UTF-8" in swag[2]["error"]
 
 
 def test_predict_answers_an_empty_context_and_refuses_bad_input_in_one_line(exports):

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.data import graph_text
 from bert_tf.data.tokenization import (  # noqa: F401
   _CJK_RANGES,
   DEFAULT_MAX_CHARS_PER_WORD,
@@ -81,16 +82,18 @@ def _icu_fixups() -> tuple[Ranges, tuple[int, ...], tuple[int, ...]]:
   return _to_ranges(routed), keys, tuple(fixes[k] for k in keys)
 
 
-def _to_raw_offsets(normal: tf.Tensor, raw: tf.Tensor, offsets: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
-  """Byte offsets into the normalised strings `normal` -> byte offsets into the `raw` strings they came from
-  (all [N]). Equal strings keep them; strings with as many characters match character for character ("Café"
-  -> "cafe": one byte fewer); otherwise (a removed control character, "İ" -> "i" + a dot) `fallback`."""
-  offsets32 = tf.cast(offsets, tf.int32)
-  zeros = tf.zeros_like(offsets32)
-  chars = tf.strings.length(tf.strings.substr(normal, zeros, offsets32), unit="UTF8_CHAR")
-  by_chars = tf.cast(tf.strings.length(tf.strings.substr(raw, zeros, chars, unit="UTF8_CHAR")), tf.int64)
-  same_chars = tf.equal(tf.strings.length(normal, unit="UTF8_CHAR"), tf.strings.length(raw, unit="UTF8_CHAR"))
-  return tf.where(tf.equal(normal, raw), offsets, tf.where(same_chars, by_chars, fallback))
+def _to_raw_offsets(normal: tf.Tensor, raw: tf.Tensor, row: tf.Tensor, offsets: tf.Tensor,
+                    fallback: tf.Tensor) -> tf.Tensor:
+  """Byte offsets into normalised strings -> byte offsets into the raw strings they came from: `offsets[i]`
+  points into normal[row[i]], made from raw[row[i]] (normal, raw: tf.string [S]; row, offsets, fallback: int64
+  [N]). Equal strings keep them; strings with as many characters match character for character ("Café" ->
+  "cafe": one byte fewer); otherwise (a removed control character, "İ" -> "i" + a dot) `fallback`. Each string
+  is read once, whatever N (`graph_text`)."""
+  same_string = tf.gather(tf.equal(normal, raw), row)
+  same_chars = tf.gather(tf.equal(tf.strings.length(normal, unit="UTF8_CHAR"),
+                                  tf.strings.length(raw, unit="UTF8_CHAR")), row)
+  by_chars = graph_text.byte_offsets(raw, row, graph_text.char_offsets(normal, row, offsets))
+  return tf.where(same_string, offsets, tf.where(same_chars, by_chars, fallback))
 
 
 def regex_split_with_offsets(strings: tf.Tensor, delim: str, keep: str = "") -> tuple[tf.RaggedTensor, ...]:
@@ -233,11 +236,10 @@ class GraphTokenizer(tf.Module):
         normal_chunks, self._re_punctuation, self._re_punctuation)  # [C, (W)] offsets in the normalised chunk
     chunk_of = split.value_rowids()
     words = split.flat_values
-    begin_in_chunk = _to_raw_offsets(tf.gather(normal_chunks, chunk_of), tf.gather(raw_chunks, chunk_of),
-                                     local_begin.flat_values, tf.zeros_like(local_begin.flat_values))
-    end_in_chunk = _to_raw_offsets(tf.gather(normal_chunks, chunk_of), tf.gather(raw_chunks, chunk_of),
-                                   local_end.flat_values, tf.cast(tf.strings.length(tf.gather(raw_chunks, chunk_of)),
-                                                                  tf.int64))
+    begin_in_chunk = _to_raw_offsets(normal_chunks, raw_chunks, chunk_of, local_begin.flat_values,
+                                     tf.zeros_like(local_begin.flat_values))
+    end_in_chunk = _to_raw_offsets(normal_chunks, raw_chunks, chunk_of, local_end.flat_values,
+                                   tf.gather(tf.cast(tf.strings.length(raw_chunks), tf.int64), chunk_of))
     # Chunks that lost a character or changed their number of characters ("수도입니다." -> 12 jamo and ".")
     # are mapped back character by character instead.
     changed = (tf.not_equal(cleaned_chunks, raw_chunks)
@@ -250,17 +252,15 @@ class GraphTokenizer(tf.Module):
     raw = chunks.with_flat_values(split).merge_dims(1, 2)  # [B, (W)]
     word_begin = raw.with_flat_values(chunk_start + begin_in_chunk)
     word_end = raw.with_flat_values(chunk_start + end_in_chunk)
-    raw_words = tf.strings.substr(tf.gather(strings, raw.value_rowids()), tf.cast(word_begin.flat_values, tf.int32),
-                                  tf.cast(word_end.flat_values - word_begin.flat_values, tf.int32))
+    # Each word's raw text, cut from its chunk's bytes (a chunk can be long: text without spaces).
+    raw_words = graph_text.substrings(raw_chunks, chunk_of, begin_in_chunk, end_in_chunk)
 
     ids, begin, end = self._word_ids_with_offsets(words)  # [W, (P)], offsets into the normalised words
     rows = ids.value_rowids()  # [P] the word of each piece
     starts = tf.gather(word_begin.flat_values, rows)
-    raw_of_piece, normal_of_piece = tf.gather(raw_words, rows), tf.gather(words, rows)
-    word_length = tf.cast(tf.strings.length(raw_of_piece), tf.int64)
-    piece_begin = starts + _to_raw_offsets(normal_of_piece, raw_of_piece, begin.flat_values,
-                                           tf.zeros_like(word_length))
-    piece_end = starts + _to_raw_offsets(normal_of_piece, raw_of_piece, end.flat_values, word_length)
+    word_length = tf.gather(tf.cast(tf.strings.length(raw_words), tf.int64), rows)
+    piece_begin = starts + _to_raw_offsets(words, raw_words, rows, begin.flat_values, tf.zeros_like(word_length))
+    piece_end = starts + _to_raw_offsets(words, raw_words, rows, end.flat_values, word_length)
     nest = raw.with_flat_values
     return TokensWithOffsets(nest(ids), nest(words), word_begin, word_end,
                              nest(ids.with_flat_values(piece_begin)), nest(ids.with_flat_values(piece_end)))
@@ -306,12 +306,10 @@ class GraphTokenizer(tf.Module):
       # character making normalised character k is the first whose key exceeds (chunk << 32) + k.
       keys = tf.bitwise.left_shift(row, 32) + made_before + count
       chunk = tf.searchsorted(chunks, tf.gather(chunk_of, words), out_type=tf.int64)  # [V] its row of `chars`
-      normal_word_chunk = tf.gather(normal_chunks, tf.gather(chunk_of, words))
+      word_chunk = tf.gather(chunk_of, words)
 
       def chars_before(byte_offsets):
-        offsets = tf.cast(byte_offsets, tf.int32)
-        return tf.cast(tf.strings.length(tf.strings.substr(normal_word_chunk, tf.zeros_like(offsets), offsets),
-                                         unit="UTF8_CHAR"), tf.int64)
+        return tf.cast(graph_text.char_offsets(normal_chunks, word_chunk, byte_offsets), tf.int64)
 
       last_char = tf.maximum(tf.size(flat, out_type=tf.int64) - 1, 0)
 

@@ -2,6 +2,7 @@
 
   serving        the one export path: `export_servable` writes <export_dir>/<model_name>/<version>/ atomically,
                  with warmup requests, a manifest (task, signatures, versions, non-core ops) and the vocabulary
+  limits         what one request may hold (characters per field), read by flags and clients too
   requests       client helpers: the REST body and URL, the gRPC PredictRequest, sending them, running locally
 
 A task supplies only its `tf.Module` (serving functions over the model and a `GraphTokenizer`), its warmup

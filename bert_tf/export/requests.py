@@ -197,14 +197,45 @@ def first_text_line(path: str) -> str:
   return next((line for _, line in _file_lines(path) if line.strip()), "")
 
 
-def batches(instances: Iterable[_T], size: int) -> Iterator[list[_T]]:
+def batches(instances: Iterable[_T], size: int, max_chars: int | None = None) -> Iterator[list[_T]]:
   """`instances` in lists of `size` (the last may be shorter), read from `instances` only as each list is asked
-  for."""
+  for. With `max_chars` (an export's max_request_chars, `limits`), a list also ends before any text input would
+  hold more characters over it than that, and an example whose text alone does is a ValueError naming it (its
+  number, from 1), the input and the limit."""
   if size < 1:
     raise ValueError(f"batch size {size}: give a positive number of examples per batch")
   iterator = iter(instances)
-  while batch := list(itertools.islice(iterator, size)):
+  if max_chars is None:
+    while batch := list(itertools.islice(iterator, size)):
+      yield batch
+    return
+  batch: list[_T] = []
+  totals: dict[str, int] = {}
+  for number, instance in enumerate(iterator, 1):
+    lengths = {name: len(value) for name, value in instance.items() if isinstance(value, str)}
+    for name, length in lengths.items():
+      if length > max_chars:
+        raise ValueError(f"example {number}: {name} holds {length:,} characters, over the export's limit of "
+                         f"{max_chars:,} (max_request_chars in its manifest); shorten it, or export with a larger "
+                         "--max_request_chars")
+    if batch and (len(batch) == size or any(totals.get(name, 0) + n > max_chars for name, n in lengths.items())):
+      yield batch
+      batch, totals = [], {}
+    batch.append(instance)
+    for name, length in lengths.items():
+      totals[name] = totals.get(name, 0) + length
+  if batch:
     yield batch
+
+
+def request_limit(saved_model_dir: str) -> int | None:
+  """The export's max_request_chars (characters per text input per request, `limits`) from its manifest; None for
+  an export without one (written before the limit, or not by bert_tf)."""
+  manifest = fileio.join(resolve_saved_model_dir(saved_model_dir), MANIFEST_PATH)
+  if not fileio.exists(manifest):
+    return None
+  with fileio.open_file(manifest, "r") as f:
+    return json.load(f).get("max_request_chars")
 
 
 def columns_for(input_names: Sequence[str] | None, text_a_column: str | None = None,

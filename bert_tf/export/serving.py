@@ -94,6 +94,80 @@ def trim_padding(features: Mapping[str, tf.Tensor], multiple: int = LENGTH_MULTI
 # -- The `encoded` signature's checks, shared by every task ---------------------------------------------------
 
 
+# -- Bounded memory: the encoder runs a request's sequences a slice at a time -----------------------------------
+
+# Sequences are run through the encoder at most this many tokens (rows x padded length) at a time, so the
+# activations of one step - attention's [rows, heads, L, L] scores above all - have a size that does not grow
+# with the request: a long document's hundreds of windows cost the time of all of them and the memory of one
+# slice. A batch of 32 sequences of 128 tokens (4,096) runs in one step, as it would unsliced.
+ENCODER_TOKENS_PER_STEP = 16384
+
+
+def in_slices(fn: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]], features: Mapping[str, tf.Tensor],
+              output_dtypes: Mapping[str, tf.DType], tokens_per_step: int | None = None) -> dict[str, tf.Tensor]:
+  """`fn(features)`, computed on consecutive slices of rows, one after the other, and concatenated.
+
+  features: int32 [N, ..., L] tensors (input_ids, input_mask, segment_ids; SWAG's are [N, choices, L]); each
+    step takes max(1, tokens_per_step // (tokens of a row)) rows of them.
+  fn: the model's call on such a slice -> {name: [rows, ...]} of `output_dtypes`.
+  Returns {name: [N, ...]}: what `fn` gives on all N rows at once, row for row (each row's result does not
+  depend on the others'). N = 0 runs `fn` once on the empty slice. `tokens_per_step` None:
+  ENCODER_TOKENS_PER_STEP as it is when the signature is traced."""
+  tokens_per_step = tokens_per_step or ENCODER_TOKENS_PER_STEP
+  shape = tf.shape(features["input_ids"])
+  rows, width = shape[0], tf.reduce_prod(shape[1:])  # width: the tokens of one row
+  step = tf.maximum(tokens_per_step // tf.maximum(width, 1), 1)
+  steps = tf.maximum((rows + step - 1) // step, 1)
+  arrays = {name: tf.TensorArray(dtype, size=steps, infer_shape=False) for name, dtype in output_dtypes.items()}
+  tails = {}  # each output's static shape past the rows, read while the body is traced, for the signature
+
+  def body(i, arrays):
+    begin = i * step
+    size = tf.minimum(step, rows - begin)
+    outputs = fn({name: value[begin:begin + size] for name, value in features.items()})
+    tails.update((name, outputs[name].shape[1:]) for name in arrays)
+    return i + 1, {name: arrays[name].write(i, outputs[name]) for name in arrays}
+
+  # One step at a time (parallel_iterations=1): steps running side by side would add up their memory again.
+  _, arrays = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), arrays), parallel_iterations=1)
+  results = {}
+  for name, array in arrays.items():
+    results[name] = array.concat()
+    results[name].set_shape(tf.TensorShape([None]).concatenate(tails[name]))
+  return results
+
+
+# -- Requests: what a text signature refuses ------------------------------------------------------------------
+
+def checked_text(name: str, text: tf.Tensor, max_chars: int, allow_blank: bool = False) -> tf.Tensor:
+  """A text signature's input `name` (tf.string [B]) behind in-graph checks, each an InvalidArgument error naming
+  the field (TF Serving answers HTTP 400 / INVALID_ARGUMENT): valid UTF-8; at most `max_chars` characters over
+  the whole batch (the export's limit, in its manifest as max_request_chars); and unless `allow_blank`, no row
+  that is empty or holds only whitespace and control characters (training refuses such rows too), the first such
+  row named."""
+  from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8
+
+  valid = tf.reduce_all(tf.strings.regex_full_match(text, _RE_VALID_UTF8))
+  checks = [tf.debugging.Assert(valid, [f"{name} must be valid UTF-8"])]
+  with tf.control_dependencies(checks):  # the length is only counted in valid UTF-8
+    chars = tf.reduce_sum(tf.strings.length(text, unit="UTF8_CHAR"))
+    # One string as the assertion's data: a client reads one bracketed message ("assertion failed: [...]").
+    checks.append(tf.debugging.Assert(chars <= max_chars, [tf.strings.format(
+        f"{name}: {{}} characters in this request, over the request limit of {max_chars:,} set at export "
+        f"(max_request_chars in the manifest); send fewer or shorter texts, or export with a larger "
+        f"--max_request_chars", chars)]))
+  if not allow_blank:
+    # Whitespace and control characters: what the tokenizer drops; a row of them alone has no token.
+    blank = tf.strings.regex_full_match(text, "(?s)[\\s\\p{Z}\\p{Cc}\\p{Cf}\\x{FFFD}]*")
+    rows = tf.range(tf.size(blank))
+    first = tf.reduce_min(tf.where(blank, rows, tf.size(blank)))  # the first blank row (any batch, even empty)
+    checks.append(tf.debugging.Assert(~tf.reduce_any(blank), [tf.strings.format(
+        f"{name} is empty or blank (only whitespace or control characters) in row {{}} of the batch (counting "
+        "from 0); send text there", first)]))
+  with tf.control_dependencies(checks):
+    return tf.identity(text)
+
+
 def checked_encoded_inputs(config: Any, input_ids: tf.Tensor, input_mask: tf.Tensor,
                            segment_ids: tf.Tensor) -> dict[str, tf.Tensor]:
   """The `encoded` signature's int32 [B, L] inputs, behind in-graph checks against the model's `config`
@@ -248,7 +322,12 @@ def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Se
     concrete(**{name: tf.constant([instance[name] for instance in instances], spec.dtype)
                 for name, spec in specs.items()})
   except (tf.errors.OpError, TypeError, ValueError) as e:
-    raise ValueError(f"warmup_instances: {signature_name!r} fails on them ({errors.first_line(e)}); TF Serving "
+    import re
+
+    # An in-graph check's own message (a blank text, the request limit) says more than the error's first line.
+    found = re.search(r"assertion failed: \[([^\]]*)\]", str(e))
+    raise ValueError(f"warmup_instances: {signature_name!r} fails on them "
+                     f"({found.group(1) if found else errors.first_line(e)}); TF Serving "
                      "would refuse to load the version: give examples the signature accepts") from None
 
 

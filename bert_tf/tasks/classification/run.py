@@ -467,7 +467,8 @@ class ClassifierRun(driver.TaskRun):
     from bert_tf.tasks.classification import serving as classifier_serving
 
     return classifier_serving.export_from_directory(model_dir, self.config.export_dir,
-                                                    self.config.model_name or self.task.name.lower())
+                                                    self.config.model_name or self.task.name.lower(),
+                                                    max_request_chars=self.config.max_request_chars)
 
 
 # -- The script's entry point ---------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ wrong. Signatures (B: batch, T: max_seq_length of the spec, K: labels):
 Bad requests become InvalidArgument errors (TF Serving answers HTTP 400 / gRPC INVALID_ARGUMENT), never a
 crash: the signatures reject missing inputs and wrong dtypes, in-graph asserts reject mismatched batch sizes,
 out-of-range ids and over-long sequences (on GPUs an out-of-range gather returns zeros silently, so the
-checks are not redundant). Empty text encodes as [CLS] [SEP]; long text is truncated to T. Each batch runs at
-its own length (`serving.trim_padding`), with the outputs of padding to T within 1e-6.
+checks are not redundant), as are invalid UTF-8, an empty or blank sentence (training refuses one too: the row is
+named) and a field over the export's max_request_chars (`limits`). Long text is truncated to T. Each batch runs at
+its own length (`serving.trim_padding`), a slice of rows at a time, with the outputs of padding to T within 1e-6.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from bert_tf.export import serving
+from bert_tf.export import limits, serving
 from bert_tf.model import checkpoints
-from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
+from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, load_classifier
 from bert_tf.tasks.common.features import encode_graph
 from bert_tf.tasks.common.folder import float32_copy
@@ -48,8 +49,10 @@ class _ClassifierServer(TaskServer):
   have them: padded to T; both signatures cut the batch to its longest sequence first, `serving.trim_padding`).
   """
 
-  def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str):
-    super().__init__("bert_classifier_server", model, vocab_file, spec.do_lower_case)
+  def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str,
+               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+    super().__init__("bert_classifier_server", model, vocab_file, spec.do_lower_case,
+                     max_request_chars=max_request_chars)
     self.spec = spec
     self._max_seq_length = spec.max_seq_length
     # A one-entry placeholder for regression keeps the attribute's type fixed; it is never read there.
@@ -65,14 +68,14 @@ class _ClassifierServer(TaskServer):
   # -- text -> features
 
   def _encode_single(self, sentence1):
-    return encode_graph(self.tokenizer, sentence1, None, self._max_seq_length)
+    return encode_graph(self.tokenizer, self.checked_text("sentence1", sentence1), None, self._max_seq_length)
 
   def _encode_pair(self, sentence1, sentence2):
     check = tf.debugging.assert_equal(
         tf.size(sentence1), tf.size(sentence2),
         message="sentence1 and sentence2 must hold the same number of examples (one sentence2 per sentence1)")
     with tf.control_dependencies([check]):  # Nothing downstream runs on mismatched batches.
-      sentence1, sentence2 = tf.identity(sentence1), tf.identity(sentence2)
+      sentence1, sentence2 = self.checked_text("sentence1", sentence1), self.checked_text("sentence2", sentence2)
     return encode_graph(self.tokenizer, sentence1, sentence2, self._max_seq_length)
 
   # -- signatures
@@ -88,8 +91,9 @@ class _ClassifierServer(TaskServer):
 
   def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     features = serving.trim_padding(features)  # [B, L]: the pooled output does not depend on padding
-    with padding_skipped(self._model):  # nor on the padded rows: a batch of requests skips their work
-      outputs = tf.cast(self._model(features, training=False), tf.float32)  # [B, K] logits, or [B] scores
+    # Nor on the padded rows (a batch of requests skips their work); a slice of rows at a time.
+    outputs = self.run_model(features, {"logits": tf.float32},
+                             lambda output: {"logits": tf.cast(output, tf.float32)})["logits"]  # [B, K], or [B]
     if self.spec.is_regression:
       return {"score": outputs}
     label_id = tf.argmax(outputs, axis=-1, output_type=tf.int32)  # From logits, as evaluation does.
@@ -125,7 +129,8 @@ def classifier_manifest(spec: ClassifierSpec) -> dict[str, Any]:
 
 def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
                       model_name: str, version: int | None = None,
-                      warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None) -> str:
+                      warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None,
+                      max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
   """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`serving.export_servable`); returns that
   path.
 
@@ -141,6 +146,8 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
       default a couple of generic sentences.
     config_source: the model's bert_config.json, named when the vocabulary does not fit the model
       (`handoff.check_vocab_fits`).
+    max_request_chars: a request whose sentence1 (or sentence2) field holds more characters, the batch's
+      together, is refused (`limits`).
   """
   serving.check_name_and_version(model_name, version)
   serving.check_export_dir(export_dir, model_name)
@@ -152,12 +159,13 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
                      f"{model.config.max_position_embeddings}")
   warmup = serving.check_warmup_instances(_warmup_instances(spec, warmup_texts), TEXT_INPUTS[:1 + spec.is_pair])
   checkpoints.check_vocab_fits(vocab_file, model.config, config_source, flag=None)
-  server = _ClassifierServer(float32_copy(model), spec, vocab_file)
+  server = _ClassifierServer(float32_copy(model), spec, vocab_file, max_request_chars)
   return server.export(export_dir, model_name, version, warmup, classifier_manifest(spec), vocab_file)
 
 
 def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,
-                          version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = ()) -> str:
+                          version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = (),
+                          max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
   """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
   `model_name` defaults to the task's name in lower case."""
   serving.check_export_dir(export_dir, model_name or "")
@@ -166,4 +174,5 @@ def export_from_directory(classifier_dir: str, export_dir: str, model_name: str 
   classifier_dir = released.task_model_dir(classifier_dir)  # A Hugging Face classifier: ours converted from it.
   model, spec, vocab_file = load_classifier(classifier_dir)
   return export_classifier(model, spec, vocab_file, export_dir, model_name or spec.task_name.lower(), version,
-                           warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"))
+                           warmup_texts, config_source=os.path.join(classifier_dir, "bert_config.json"),
+                           max_request_chars=max_request_chars)

@@ -10,8 +10,9 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.data.graph_tokenizer import GraphTokenizer
-from bert_tf.export import serving
+from bert_tf.export import limits, serving
 from bert_tf.model import released
+from bert_tf.model.encoder import padding_skipped
 from bert_tf.tasks.common.folder import ModelFolder
 
 
@@ -27,10 +28,14 @@ class TaskServer(tf.Module):
     do_lower_case: the tokenizer's casing, as the model was trained.
     needs: what [CLS] and [SEP] make for the task ("SQuAD windows"): a vocabulary without them is refused, naming
       it and that; None: not checked.
+    max_request_chars: the most characters a text field may hold in one request, the batch's texts together
+      (`limits`); more is refused in the graph (`checked_text`). In the manifest.
   """
 
-  def __init__(self, name: str, model, vocab_file: str, do_lower_case: bool, needs: str | None = None):
+  def __init__(self, name: str, model, vocab_file: str, do_lower_case: bool, needs: str | None = None,
+               max_request_chars: int = limits.MAX_REQUEST_CHARS):
     super().__init__(name=name)
+    self.max_request_chars = limits.check_max_request_chars(max_request_chars, "max_request_chars")
     # A Keras 3 variable wraps a tf.Variable, and saving it through the Keras model writes two variables: the
     # one the functions read, and a copy that only the object graph restores. TF Serving restores with the
     # checkpoint's restore op in a Session, which leaves the first one uninitialized ("Could not find
@@ -43,6 +48,24 @@ class TaskServer(tf.Module):
       if token not in self.tokenizer.vocab:
         raise ValueError(f"{vocab_file}: has no {token} token, which {needs} need")
 
+  def checked_text(self, name: str, text: tf.Tensor, allow_blank: bool = False) -> tf.Tensor:
+    """The text input `name` (tf.string [B]) behind the export's checks (`serving.checked_text`): valid UTF-8, at
+    most max_request_chars over the batch, and unless `allow_blank` no empty or blank row."""
+    return serving.checked_text(name, text, self.max_request_chars, allow_blank)
+
+  def run_model(self, features: Mapping[str, tf.Tensor], output_dtypes: Mapping[str, tf.DType],
+                outputs: Any = None) -> dict[str, tf.Tensor]:
+    """The model on int32 [N, L] `features`, its real tokens only (`padding_skipped`), a slice of rows at a time
+    (`serving.in_slices`): memory bounded whatever N. `outputs(model_output) -> {name: [rows, ...]}` of
+    `output_dtypes` (default: the model's output as {"logits": ...})."""
+    outputs = outputs or (lambda output: {"logits": output})
+
+    def call(chunk):
+      return outputs(self._model(chunk, training=False))
+
+    with padding_skipped(self._model):  # the padded positions' row-wise work is skipped: no head reads them
+      return serving.in_slices(call, features, output_dtypes)
+
   def signatures(self) -> dict[str, Any]:
     """{signature name: serving function}: `serving_default` and, where the server has one, `encoded`."""
     encoded = getattr(self, "serve_encoded", None)
@@ -52,7 +75,13 @@ class TaskServer(tf.Module):
              manifest: Mapping[str, Any], vocab_file: str | None) -> str:
     """`serving.export_servable` of this module with its `signatures()` and the task's `manifest` fields; returns
     the version's path."""
-    return serving.export_servable(self, self.signatures(), export_dir, model_name, version, list(warmup),
+    manifest = {**manifest, "max_request_chars": self.max_request_chars}
+    # The warmup examples run as one batch: each text cut to its share of the limit, so that an export with a
+    # small --max_request_chars still warms up (the default examples are a few thousand characters).
+    share = max(self.max_request_chars // max(len(warmup), 1), 1)
+    warmup = [{name: value[:share] if isinstance(value, str) else value for name, value in instance.items()}
+              for instance in warmup]
+    return serving.export_servable(self, self.signatures(), export_dir, model_name, version, warmup,
                                    manifest, vocab_file=vocab_file)
 
 

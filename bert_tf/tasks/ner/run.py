@@ -454,7 +454,8 @@ class NerRun(driver.TaskRun):
   def export(self, model_dir: str, context) -> str:
     from bert_tf.tasks.ner import serving as ner_serving
 
-    return ner_serving.export_ner(model_dir, self.config.export_dir, self.config.model_name or "ner")
+    return ner_serving.export_ner(model_dir, self.config.export_dir, self.config.model_name or "ner",
+                                  max_request_chars=self.config.max_request_chars)
 
 
 def run_ner(config: NerConfig, strategy: tf.distribute.Strategy | None = None,

@@ -49,11 +49,13 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
+from bert_tf.data import graph_text
+from bert_tf.export import limits
+from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.ner import folder
 from bert_tf.tasks.ner import model as nf
-from bert_tf.tasks.ner.data import PLAIN
+from bert_tf.tasks.ner.data import PLAIN, SCHEMES
 from bert_tf.tasks.ner.metrics import split_tag
 
 TEXT_INPUT = "text"
@@ -74,8 +76,10 @@ class NerServer(TaskServer):
     settings: the model's ner.json (`folder.read_settings`): labels, max_seq_length, do_lower_case.
   """
 
-  def __init__(self, model: nf.BertTokenClassifier, vocab_file: str, settings: Mapping[str, Any]):
-    super().__init__("bert_ner_server", model, vocab_file, bool(settings["do_lower_case"]), needs="NER windows")
+  def __init__(self, model: nf.BertTokenClassifier, vocab_file: str, settings: Mapping[str, Any],
+               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+    super().__init__("bert_ner_server", model, vocab_file, bool(settings["do_lower_case"]), needs="NER windows",
+                     max_request_chars=max_request_chars)
     vocab = self.tokenizer.vocab
     self._cls_id, self._sep_id, self._unk_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
     self._max_seq_length = int(settings["max_seq_length"])
@@ -93,6 +97,10 @@ class NerServer(TaskServer):
     types = {kind: i for i, kind in enumerate(sorted({kind for _, kind in parts if kind}))}
     self._label_prefix = tf.constant([PREFIX_CODES[prefix] for prefix, _ in parts], tf.int32)
     self._label_type = tf.constant([types.get(kind, -1) for _, kind in parts], tf.int32)
+    # The tags come out as the run's predictions file writes them: the entities in the training file's scheme.
+    self.tag_scheme = PLAIN if self._plain else settings.get("train_tag_scheme") or settings["label_scheme"]
+    if self.tag_scheme not in (PLAIN, *SCHEMES):
+      raise ValueError(f"ner.json: train_tag_scheme {self.tag_scheme!r}: expected one of {', '.join(SCHEMES)}")
     self.serve_text = tf.function(self._serve_text,
                                   input_signature=[tf.TensorSpec([None], tf.string, name=TEXT_INPUT)])
     id_specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
@@ -102,12 +110,17 @@ class NerServer(TaskServer):
     from bert_tf.export import serving
 
     features = serving.checked_encoded_inputs(self._model.config, input_ids, input_mask, segment_ids)
-    logits = self._model(features, training=False)  # [B, L, K]
-    return {"label_id": tf.argmax(logits, axis=-1, output_type=tf.int32), "logits": logits}
+
+    def call(chunk):  # every position's logits, padded ones included: no padding_skipped here
+      logits = self._model(chunk, training=False)  # [rows, L, K]
+      return {"label_id": tf.argmax(logits, axis=-1, output_type=tf.int32), "logits": logits}
+
+    return serving.in_slices(call, features, {"label_id": tf.int32, "logits": tf.float32})
 
   def _serve_text(self, text):
     from bert_tf.export import serving
 
+    text = self.checked_text(TEXT_INPUT, text, allow_blank=True)  # a blank text has no words: none tagged
     batch = tf.size(text, out_type=tf.int64)
     T = self._max_seq_length  # pylint: disable=invalid-name
     budget = T - 2
@@ -162,30 +175,32 @@ class NerServer(TaskServer):
     features = serving.trim_padding({"input_ids": tf.cast(input_ids, tf.int32),
                                      "input_mask": tf.cast(input_mask, tf.int32),
                                      "segment_ids": tf.zeros_like(input_ids, tf.int32)})  # [max(C, 1), L]
-    with padding_skipped(self._model):  # only first pieces are read: the padded rows' work is skipped
-      logits = self._model(features, training=False)  # [max(C, 1), L, K]
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [max(C, 1), L]
+    # Only first pieces are read (the padded rows' work is skipped), a slice of windows at a time.
+    predicted = self.run_model(features, {"label": tf.int32}, lambda logits: {
+        "label": tf.argmax(logits, axis=-1, output_type=tf.int32)})["label"]  # [max(C, 1), L]
     position = 1 + tf.gather(left, centre_of_word) + word_start - tf.gather(lo, centre_of_word)  # [N]
     label = tf.gather_nd(predicted, tf.stack([centre_of_word, position], axis=1))  # int32 [N]
 
     begin, end = tokens.word_begin.values, tokens.word_end.values  # int64 [N] bytes
-    texts = tf.gather(text, text_of_word)
-    words = Words(text_of_word, words_per_text, begin, end, _chars(texts, begin), _chars(texts, end))
+    words = Words(text_of_word, words_per_text, begin, end, graph_text.char_offsets(text, text_of_word, begin),
+                  graph_text.char_offsets(text, text_of_word, end))
 
     def padded(values, default):
       return tf.RaggedTensor.from_row_lengths(values, words_per_text).to_tensor(default)
 
     outputs = {"num_words": tf.cast(words_per_text, tf.int32),
-               "words": padded(tf.strings.substr(texts, begin, end - begin), ""),
+               "words": padded(graph_text.substrings(text, text_of_word, begin, end), ""),
                "word_start": padded(words.char_begin, 0), "word_end": padded(words.char_end, 0),
                "tags": padded(tf.gather(self._labels, label), "")}
     if not self._plain:
-      outputs.update(self._entities(text, words, label, batch))
+      kind = tf.gather(self._label_type, label)  # int32 [N]
+      first_word, last_word = entity_words(tf.gather(self._label_prefix, label), kind, words.words_per_text)
+      outputs["tags"] = padded(render_tags(first_word, last_word, tf.gather(kind, first_word), text_of_word,
+                                           self._types, self.tag_scheme), "")
+      outputs.update(self._entities(text, words, kind, first_word, last_word, batch))
     return outputs
 
-  def _entities(self, text, words: "Words", label, batch) -> dict[str, tf.Tensor]:
-    kind = tf.gather(self._label_type, label)  # int32 [N]
-    first_word, last_word = entity_words(tf.gather(self._label_prefix, label), kind, words.words_per_text)
+  def _entities(self, text, words: "Words", kind, first_word, last_word, batch) -> dict[str, tf.Tensor]:
     rows = tf.gather(words.text_of_word, first_word)
     begin = tf.gather(words.byte_begin, first_word)
     end = tf.gather(words.byte_end, last_word)
@@ -199,7 +214,7 @@ class NerServer(TaskServer):
             "entity_type": padded(tf.gather(self._types, tf.gather(kind, first_word)), ""),
             "entity_start": padded(tf.gather(words.char_begin, first_word), 0),
             "entity_end": padded(tf.gather(words.char_end, last_word), 0),
-            "entity_text": padded(tf.strings.substr(tf.gather(text, rows), begin, end - begin), "")}
+            "entity_text": padded(graph_text.substrings(text, rows, begin, end), "")}
 
 
 def entity_words(prefix: tf.Tensor, kind: tf.Tensor, words_per_text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -234,6 +249,43 @@ def entity_words(prefix: tf.Tensor, kind: tf.Tensor, words_per_text: tf.Tensor) 
   return tf.reshape(tf.where(starts), [-1]), tf.reshape(tf.where(ends_at), [-1])
 
 
+def render_tags(first: tf.Tensor, last: tf.Tensor, kind: tf.Tensor, text_of_word: tf.Tensor, types: tf.Tensor,
+                scheme: str) -> tf.Tensor:
+  """`ner.render` in the graph: the entities of a batch's words -> each word's tag in `scheme` (IOB1, IOB2,
+  BIOES), as the run writes its predictions.
+
+  Args:
+    first, last: int64 [M] each entity's first and last word (`entity_words`: in order, never overlapping).
+    kind: int32 [M] each entity's type, an index into `types` (tf.string [types]).
+    text_of_word: int64 [N] each word's text in the batch (an IOB1 entity right after one of its type in the same
+      text starts with B-).
+  Returns tf.string [N]."""
+  n = tf.size(text_of_word, out_type=tf.int64)
+  m = tf.size(first, out_type=tf.int64)
+  starts = tf.math.unsorted_segment_sum(tf.ones_like(first), first, n)  # [N] 1 where an entity starts
+  ends = tf.math.unsorted_segment_sum(tf.ones_like(last), last, n)
+  entity = tf.cumsum(starts) - 1  # [N] the entity a word belongs to, where it belongs to one
+  inside = (tf.cumsum(starts) - tf.cumsum(ends, exclusive=True)) > 0
+  safe = tf.clip_by_value(entity, 0, tf.maximum(m - 1, 0))
+  pad = lambda values: tf.concat([values, tf.zeros([1], values.dtype)], 0)  # noqa: E731 (m may be 0)
+  index = tf.range(n)
+  is_first = tf.equal(index, tf.gather(pad(first), safe))
+  is_last = tf.equal(index, tf.gather(pad(last), safe))
+  if scheme == "IOB2":
+    prefix = tf.where(is_first, "B", "I")
+  elif scheme == "BIOES":
+    prefix = tf.where(is_first & is_last, "S", tf.where(is_first, "B", tf.where(is_last, "E", "I")))
+  else:  # IOB1: B- only where an entity follows one of its type directly, in the same text
+    before = tf.maximum(safe - 1, 0)
+    previous_last = tf.gather(pad(last), before)
+    follows = ((safe > 0) & tf.equal(previous_last, index - 1)
+               & tf.equal(tf.gather(pad(kind), before), tf.gather(pad(kind), safe))
+               & tf.equal(tf.gather(text_of_word, tf.maximum(previous_last, 0)), text_of_word))
+    prefix = tf.where(is_first & follows, "B", "I")
+  tag = tf.strings.join([prefix, tf.gather(types, tf.gather(pad(kind), safe))], separator="-")
+  return tf.where(inside, tag, "O")
+
+
 class Words(NamedTuple):
   """The words of a batch (N of them), flat: their text, each text's count, byte and character offsets."""
   text_of_word: tf.Tensor  # int64 [N]
@@ -244,20 +296,18 @@ class Words(NamedTuple):
   char_end: tf.Tensor
 
 
-def _chars(texts: tf.Tensor, byte_offsets: tf.Tensor) -> tf.Tensor:
-  """Byte offsets into UTF-8 `texts` [N] -> character offsets int32 [N] (Python string indices)."""
-  return tf.strings.length(tf.strings.substr(texts, tf.zeros_like(byte_offsets), byte_offsets), unit="UTF8_CHAR")
-
-
 def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version: int | None = None,
-               warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP) -> str:
+               warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
+               max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
-  `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path."""
+  `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. A request whose
+  texts hold more than `max_request_chars` characters is refused (`limits`)."""
   model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
   model, _ = folder.load_model(model_dir)
-  server = NerServer(model, vocab_file, settings)
+  server = NerServer(model, vocab_file, settings, max_request_chars)
   manifest = {"task": "ner", "task_kind": "ner", "labels": list(settings["labels"]),
-              "label_scheme": settings["label_scheme"], "types": list(settings["types"]),
+              "label_scheme": settings["label_scheme"], "tag_scheme": server.tag_scheme,
+              "types": list(settings["types"]),
               "max_seq_length": int(settings["max_seq_length"]), "do_lower_case": bool(settings["do_lower_case"]),
               "trained_with_document_context": bool(settings["document_context"])}
   return server.export(export_dir, model_name, version, warmup, manifest, vocab_file)

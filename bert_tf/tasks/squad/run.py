@@ -157,7 +157,21 @@ def read_inputs(config: SquadConfig, say: Callable[[str], None] = logging.info) 
       raise ValueError(f"--do_eval: {config.predict_file}: question {unanswered[0]!r} has no gold answer; "
                        "evaluate on a file with answers (dev-v1.1.json; dev-v2.0.json with "
                        "--version_2_with_negative), or pass --do_predict alone")
+  if config.export_dir:
+    for result in inputs.values():
+      _say_contexts_over_the_limit(result, config.max_request_chars, say)
   return inputs
+
+
+def _say_contexts_over_the_limit(result: squad.SquadReadResult, limit: int, say: Callable[[str], None]) -> None:
+  """Says how many of the file's contexts the export (--export_dir) will refuse as a request: more characters
+  than --max_request_chars (counted with each run of whitespace as one, so a lower bound)."""
+  lengths = {id(e.doc_tokens): sum(map(len, e.doc_tokens)) + len(e.doc_tokens) - 1 for e in result.examples}
+  over = sum(length > limit for length in lengths.values())
+  if over:
+    say(f"{result.path}: {over} of its {len(lengths)} contexts hold more than --max_request_chars={limit:,} "
+        "characters: the export refuses a request with one of them; pass a larger --max_request_chars to serve "
+        "them")
 
 
 def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_training: bool, say):
@@ -411,7 +425,8 @@ class SquadRun(driver.TaskRun):
     config = self.config
     return squad_serving.export_squad(model_dir, config.export_dir, config.model_name,
                                       n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
-                                      null_score_diff_threshold=config.null_score_diff_threshold)
+                                      null_score_diff_threshold=config.null_score_diff_threshold,
+                                      max_request_chars=config.max_request_chars)
 
 
 def run_squad(config: SquadConfig, strategy: tf.distribute.Strategy | None = None,

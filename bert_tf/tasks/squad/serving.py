@@ -46,8 +46,8 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.data import graph_tokenizer
-from bert_tf.data.graph_tokenizer import _RE_VALID_UTF8
-from bert_tf.model.encoder import INPUT_NAMES, padding_skipped
+from bert_tf.export import limits
+from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad import folder
@@ -78,8 +78,10 @@ class SquadServer(TaskServer):
 
   def __init__(self, model: sf.BertSpanLabeler, vocab_file: str, settings: Mapping[str, Any],
                n_best_size: int = squad_postprocess.N_BEST_SIZE,
-               max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH):
-    super().__init__("bert_squad_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SQuAD windows")
+               max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH,
+               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+    super().__init__("bert_squad_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SQuAD windows",
+                     max_request_chars=max_request_chars)
     vocab = self.tokenizer.vocab
     self._cls_id, self._sep_id = vocab["[CLS]"], vocab["[SEP]"]
     self._unk_id = vocab["[UNK]"]  # GraphTokenizer has checked it is there
@@ -104,8 +106,11 @@ class SquadServer(TaskServer):
 
   def _logits(self, features: Mapping[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
     """float32 [W, L] start and end logits, padded positions at PAD_LOGIT (out of every top-k)."""
-    with padding_skipped(self._model):  # padded positions' logits are replaced below: skip their work
-      outputs = self._model(dict(features), training=False)
+    # Padded positions' logits are replaced below, so their work is skipped; a long context's windows run a slice
+    # at a time.
+    outputs = self.run_model(features, {"start_logits": tf.float32, "end_logits": tf.float32},
+                             lambda output: {name: tf.cast(output[name], tf.float32)
+                                             for name in ("start_logits", "end_logits")})
     real = features["input_mask"] > 0
     pad = tf.constant(sf.PAD_LOGIT, tf.float32)
     return (tf.where(real, tf.cast(outputs["start_logits"], tf.float32), pad),
@@ -124,12 +129,11 @@ class SquadServer(TaskServer):
     check = tf.debugging.assert_equal(
         tf.size(question), tf.size(context),
         message="question and context must hold the same number of examples (one context per question)")
-    # The context's offsets need valid UTF-8 (tokenize_with_offsets checks it); the question is refused the same
-    # way, as the docs say, rather than answered with its invalid bytes dropped.
-    valid = tf.debugging.assert_equal(tf.reduce_all(tf.strings.regex_full_match(question, _RE_VALID_UTF8)), True,
-                                      message="question must be valid UTF-8")
-    with tf.control_dependencies([check, valid]):
-      question, context = tf.identity(question), tf.identity(context)
+    with tf.control_dependencies([check]):
+      # A blank question asks nothing (training refuses one): refused. A blank context has no span: answered
+      # "" (no answer), as any context without one.
+      question = self.checked_text("question", question)
+      context = self.checked_text("context", context, allow_blank=True)
     batch = tf.size(question)
     T = self._max_seq_length  # pylint: disable=invalid-name
 
@@ -314,18 +318,20 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
                  n_best_size: int = squad_postprocess.N_BEST_SIZE,
                  max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH,
                  null_score_diff_threshold: float | None = None,
-                 warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP) -> str:
+                 warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
+                 max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
   """Exports a fine-tuned SQuAD model folder (`<run_squad --output_dir>/squad_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path.
 
   The window sizes, casing, version and null_score_diff_threshold come from the folder's squad.json (where
-  --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one.
+  --do_eval stored the best threshold); `null_score_diff_threshold` overrides the stored one. A request's question
+  or context field holding more than `max_request_chars` characters is refused (`limits`).
   """
   model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
   if null_score_diff_threshold is not None:
     settings["null_score_diff_threshold"] = float(null_score_diff_threshold)
   model = folder.load_model(model_dir)
-  server = SquadServer(model, vocab_file, settings, n_best_size, max_answer_length)
+  server = SquadServer(model, vocab_file, settings, n_best_size, max_answer_length, max_request_chars)
   manifest = {
       "task": "squad", "task_kind": "squad",
       "version_2_with_negative": bool(settings["version_2_with_negative"]),

@@ -235,7 +235,8 @@ class SwagRun(driver.TaskRun):
   def export(self, model_dir: str, context) -> str:
     from bert_tf.tasks.swag import serving as swag_serving
 
-    return swag_serving.export_swag(model_dir, self.config.export_dir, self.config.model_name)
+    return swag_serving.export_swag(model_dir, self.config.export_dir, self.config.model_name,
+                                    max_request_chars=self.config.max_request_chars)
 
 
 def run_swag(config: SwagConfig, strategy: tf.distribute.Strategy | None = None,

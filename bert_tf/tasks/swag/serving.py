@@ -17,7 +17,8 @@ Signature `serving_default` (B: batch):
 
 Sequence i of an example is [CLS] sent1 [SEP] sent2 + " " + ending_i [SEP], truncated to the model's
 max_seq_length by the pair rule. Inputs of different batch sizes are an InvalidArgument error (TF Serving answers
-HTTP 400), not a crash; empty texts are allowed.
+HTTP 400), not a crash, as are invalid UTF-8, an empty or blank ending (training refuses one too) and a field over
+the export's max_request_chars; an empty sent1 or sent2 is allowed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
-from bert_tf.model.encoder import padding_skipped
+from bert_tf.export import limits
 from bert_tf.tasks.common.features import encode_graph
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.swag import data as swag
@@ -51,8 +52,10 @@ class SwagServer(TaskServer):
     settings: the model's swag.json (`folder.read_settings`): max_seq_length, do_lower_case.
   """
 
-  def __init__(self, model: sf.BertMultipleChoice, vocab_file: str, settings: Mapping):
-    super().__init__("bert_swag_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SWAG sequences")
+  def __init__(self, model: sf.BertMultipleChoice, vocab_file: str, settings: Mapping,
+               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+    super().__init__("bert_swag_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SWAG sequences",
+                     max_request_chars=max_request_chars)
     self._max_seq_length = int(settings["max_seq_length"])
     if self._max_seq_length > model.config.max_position_embeddings:
       raise ValueError(f"max_seq_length={self._max_seq_length} exceeds the model's max_position_embeddings="
@@ -68,8 +71,10 @@ class SwagServer(TaskServer):
                                         "examples as sent1 (one of each input per example)")
               for name, text in zip(TEXT_INPUTS[1:], [sent2, *endings])]
     with tf.control_dependencies(checks):  # Nothing downstream runs on mismatched batches.
-      sent1, sent2 = tf.identity(sent1), tf.identity(sent2)
-      endings = [tf.identity(ending) for ending in endings]
+      # As training reads SWAG: an ending must have text, the context and sent2 may be empty.
+      sent1 = self.checked_text("sent1", sent1, allow_blank=True)
+      sent2 = self.checked_text("sent2", sent2, allow_blank=True)
+      endings = [self.checked_text(name, ending) for name, ending in zip(swag.ENDING_COLUMNS, endings)]
     # One encoder batch for the four choices: [4B] pairs, choice-major, then [B, 4, T].
     first = tf.tile(sent1, [swag.NUM_CHOICES])
     second = tf.concat([tf.strings.join([sent2, ending], separator=" ") for ending in endings], axis=0)
@@ -77,20 +82,23 @@ class SwagServer(TaskServer):
     features = {name: tf.transpose(tf.reshape(value, [swag.NUM_CHOICES, -1, self._max_seq_length]), [1, 0, 2])
                 for name, value in encoded.items()}  # [B, 4, T]
     features = serving.trim_padding(features)  # [B, 4, L]
-    with padding_skipped(self._model):  # pooled outputs only: the padded rows' work is skipped
-      logits = tf.cast(self._model(features, training=False), tf.float32)  # [B, 4]
+    # Pooled outputs only: the padded rows' work is skipped; a slice of examples at a time.
+    logits = self.run_model(features, {"logits": tf.float32},
+                            lambda output: {"logits": tf.cast(output, tf.float32)})["logits"]  # [B, 4]
     label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_id": label_id,
             "ending": tf.gather(tf.stack(endings, axis=1), label_id, batch_dims=1)}
 
 
 def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", version: int | None = None,
-                warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP) -> str:
+                warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
+                max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
   """Exports a fine-tuned SWAG model folder (`<run_swag --output_dir>/swag_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
-  the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests."""
+  the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests. A request with a
+  field of more than `max_request_chars` characters (the batch's together) is refused (`limits`)."""
   model_dir, settings, vocab_file = model_folder(model_dir, export_dir, model_name, version, folder.FOLDER)
-  server = SwagServer(folder.load_model(model_dir), vocab_file, settings)
+  server = SwagServer(folder.load_model(model_dir), vocab_file, settings, max_request_chars)
   manifest = {"task": "swag", "task_kind": "multiple_choice", "num_choices": swag.NUM_CHOICES,
               "inputs": list(TEXT_INPUTS), "max_seq_length": int(settings["max_seq_length"]),
               "do_lower_case": bool(settings["do_lower_case"])}
