@@ -449,6 +449,16 @@ def task_of_model_dir(path: str, flag: str = "model_dir"):
                    f"({', '.join(t.hf_class for t in tasks)})")
 
 
+def check_export_dir_outside(export_dir: str, model_dir: str, model_dir_flag: str = "model_dir") -> None:
+  """ValueError when --export_dir is the model folder being exported or lies in it: the version folders would be
+  written into the model they are read from (and go with it when a run's --overwrite_output_dir replaces it)."""
+  from bert_tf import fileio
+
+  if fileio.find_input(model_dir, {"export_dir": [export_dir]}, inside=True):
+    raise ValueError(f"--export_dir={export_dir} lies in --{model_dir_flag}'s {model_dir}: the export would be "
+                     "written into the model it reads; give another --export_dir")
+
+
 def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> Callable[[list[str]], None]:
   """The `main` of a script that `define_export_flags(task, model_dir_flag)` set up: exports --<model_dir_flag> to
   --export_dir (`task` None: the task its folder says) and prints the version's path. A task's own export flag
@@ -468,6 +478,7 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
     limits.check_max_request_chars(FLAGS.max_request_chars)
     given = FLAGS[model_dir_flag].value
     found, model_dir = (registry.get(task), given) if task else task_of_model_dir(given, model_dir_flag)
+    check_export_dir_outside(FLAGS.export_dir, model_dir, model_dir_flag)
     own = _own_export_flags(found)
     for other in (registry.tasks() if task is None else ()):
       for name in sorted(_own_export_flags(other) - own):

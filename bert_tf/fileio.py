@@ -10,15 +10,18 @@ leaves a file that looks complete.
 
 from __future__ import annotations
 
+import fnmatch
 import glob as _glob
 import hashlib
 import os
+import posixpath
 import random
 import re
 import shutil
 import socket
 import uuid
 import zlib
+from typing import Mapping, Sequence
 
 
 def cache_dir() -> str:
@@ -257,6 +260,102 @@ def expand_globs(patterns: str, what: str = "--input_file") -> list[str]:
   if not files:
     raise FileNotFoundError(f"{what} is empty; give one or more comma-separated files or globs")
   return files
+
+
+# -- Outputs that would destroy an input -----------------------------------------------------------------------
+# Every script checks its outputs against its inputs before any work: a rename onto an input (or a folder that
+# held one replaced or emptied) would leave a command that exits 0 and a corpus, vocabulary or model that is gone.
+
+
+def resolved(path: str) -> str:
+  """The one spelling of the file `path` names: locally os.path.realpath (links, `..`, relative and absolute
+  spellings); a remote URL with its scheme in lower case and `.`, `..` and repeated `/` taken out."""
+  if is_remote(path):
+    scheme, rest = path.split("://", 1)
+    return f"{scheme.lower()}://{posixpath.normpath('/' + rest).lstrip('/')}"
+  return os.path.realpath(path)
+
+
+def _within(path: str, folder: str) -> bool:
+  """Whether resolved `path` is resolved `folder` or lies under it."""
+  return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _named(value: str | Sequence[str] | None) -> list[tuple[str, str]]:
+  """(as given, resolved) of each path an input flag names: a string is comma-separated files or globs (as
+  --input_file takes them), a sequence holds one path or glob each. A local glob names the files it matches; a
+  remote one stays a pattern (listing a bucket would load TensorFlow), matched by `_matches`. Released names
+  (hf:<id>, keras_hub:<preset>) name no local file."""
+  items = value.split(",") if isinstance(value, str) else list(value or ())
+  named = []
+  for item in (i.strip() for i in items if i):
+    if not item or item.startswith(("hf:", "keras_hub:")):
+      continue
+    if _glob.has_magic(item) and not is_remote(item):
+      named.extend((match, resolved(match)) for match in sorted(_glob.glob(item)))
+    else:
+      named.append((item, resolved(item)))
+  return named
+
+
+def _matches(pattern: str, path: str) -> bool:
+  """Whether resolved `path` is, or (a remote glob) is matched by, resolved `pattern`; a remote `*` stays within
+  one folder, as tf.io.gfile.glob's does."""
+  if pattern == path:
+    return True
+  if not (is_remote(pattern) and _glob.has_magic(pattern)):
+    return False
+  parts, names = pattern.split("/"), path.split("/")
+  return len(parts) == len(names) and all(fnmatch.fnmatchcase(n, p) for n, p in zip(names, parts))
+
+
+def find_input(output: str, inputs: Mapping[str, str | Sequence[str] | None],
+               inside: bool = False) -> tuple[str, str, bool] | None:
+  """The first of `inputs` that `output` is or, with `inside`, that lies in the folder `output`: (its flag, its
+  path as given, whether it is `output` itself); None when there is none.
+
+  `inputs`: each input flag (without "--") -> its value: comma-separated files or globs, or a sequence of paths
+  or globs (what a flag stands for: a checkpoint prefix's files); None skipped. Paths compare as `resolved`
+  spells them, so a link, a `..` or a relative spelling of an input is that input."""
+  target = resolved(output)
+  for flag, value in inputs.items():
+    for given, path in _named(value):
+      if _matches(path, target):
+        return flag, given, True
+      if inside and _within(path, target):
+        return flag, given, False
+  return None
+
+
+def check_not_input(output_flag: str, output: str | None, inputs: Mapping[str, str | Sequence[str] | None],
+                    replaces: str | None = None) -> None:
+  """ValueError, in one line naming both flags, when writing --`output_flag`=`output` (None or "": nothing to
+  check) would destroy one of `inputs` (as `find_input` takes them): `output` is an input, or, for an output
+  folder that `replaces` says what replaces or empties whole ("--overwrite_output_dir"), an input lies in it."""
+  found = find_input(output, inputs, inside=bool(replaces)) if output else None
+  if found is None:
+    return
+  flag, given, same = found
+  if not replaces:
+    raise ValueError(f"--{output_flag}={output} is --{flag}'s {given}: writing it would destroy the input; "
+                     f"give another --{output_flag}")
+  raise ValueError(f"--{output_flag}={output} {'is' if same else 'holds'} --{flag}'s {given}, which {replaces} "
+                   f"would remove; give another --{output_flag}")
+
+
+def check_output_file(flag: str, path: str | None) -> None:
+  """Before the work: IsADirectoryError when local `path` (--`flag`'s, without "--") is a folder, and
+  NotADirectoryError when a folder on its way is a file, where the rename at the end would fail after all the
+  work. Remote paths are left to the write (checking them loads TensorFlow)."""
+  if not path or is_remote(path):
+    return
+  if os.path.isdir(path):
+    raise IsADirectoryError(f"--{flag}={path} is a folder; give the name of a file to write (in it or elsewhere)")
+  folder = os.path.dirname(os.path.abspath(path))
+  while not os.path.isdir(folder):
+    if os.path.exists(folder):
+      raise NotADirectoryError(f"--{flag}={path} lies under {folder}, which is a file; give a path in a folder")
+    folder = os.path.dirname(folder)
 
 
 # -- Leftovers of killed writers -------------------------------------------------------------------------------

@@ -73,8 +73,8 @@ def main(argv):
   from bert_tf.model import checkpoints, convert, convert_tasks, released
 
   # Before anything is read (a download, a conversion): a file, or a folder holding something, is refused.
-  convert.check_output_dir(FLAGS.output_dir, FLAGS.overwrite_output_dir,
-                           None if checkpoints.is_released(FLAGS.input) else FLAGS.input)
+  convert.check_output_dir(FLAGS.output_dir, FLAGS.overwrite_output_dir, FLAGS.input,
+                           {"vocab_file": [FLAGS.vocab_file], "bert_config_file": [FLAGS.bert_config_file]})
   if FLAGS.input_format != "keras_hub" and not checkpoints.is_released(FLAGS.input):  # a preset is a name
     checkpoints.check_checkpoint_path(FLAGS.input, "--input")  # does not exist, an empty folder, not a checkpoint
 

@@ -82,6 +82,7 @@ def main(argv):
       random_seed=FLAGS.random_seed, reference_compatible=FLAGS.reference_compatible,
       num_workers=FLAGS.num_workers, num_shards=FLAGS.num_shards, shard_size_mb=FLAGS.shard_size_mb,
       stats_file=FLAGS.stats_file)
+  run.check_outputs()  # before reading anything: an output that is a folder or an input
   if FLAGS.beam_runner:
     stats = beam_pipeline.create_pretraining_data_beam(run, config, FLAGS.beam_runner, FLAGS.beam_pipeline_options,
                                                        FLAGS.beam_temp_dir, progress=logging.info)

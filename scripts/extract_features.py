@@ -49,6 +49,12 @@ def main(argv):
   del argv
   if FLAGS.use_tpu:
     raise ValueError("--use_tpu: feature extraction runs on CPU or GPU here; drop --use_tpu (and --master)")
+  from bert_tf import fileio
+
+  # Before TensorFlow loads: the output must not replace a folder or the text; the model's files, which the
+  # flags may leave to defaults, are checked by the config's `validate`.
+  fileio.check_output_file("output_file", FLAGS.output_file)
+  fileio.check_not_input("output_file", FLAGS.output_file, {"input_file": [FLAGS.input_file]})
   import tensorflow as tf
 
   from bert_tf.tasks.features import extraction as feature_extraction

@@ -33,6 +33,11 @@ flags.mark_flags_as_required(["input_file", "vocab_file"])
 def main(argv):
   if len(argv) > 1:
     raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from bert_tf import fileio
+
+  # Before anything is read: the vocabulary must not replace a folder or one of the texts it is learnt from.
+  fileio.check_output_file("vocab_file", FLAGS.vocab_file)
+  fileio.check_not_input("vocab_file", FLAGS.vocab_file, {"input_file": FLAGS.input_file})
   # Imported here, after cli.run has quietened TensorFlow (the learner loads it).
   from bert_tf.data import beam_pipeline, vocab_learning
 

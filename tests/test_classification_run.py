@@ -444,3 +444,42 @@ def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file
                                        r"needs \[18, 39\]"):
     classification_run.run_classifier(config)
   assert not os.path.exists(tmp_path / "features")
+
+
+def test_script_refuses_an_input_the_run_would_write_or_remove(tmp_path, pretrained):
+  """Issue 40 (1), through the script before any work: an unfinished pretraining run as --init_checkpoint (a link
+  to it) and as --output_dir with --overwrite_output_dir (starting over would remove the checkpoint it starts
+  from); your own --test_file in --output_dir under the name the predictions take."""
+  directory, _, _ = pretrained
+  pre = tmp_path / "pre"
+  (pre / "checkpoints").mkdir(parents=True)
+  for name in os.listdir(os.path.join(directory, "encoder_checkpoint")):
+    if name.startswith("encoder."):
+      shutil.copy(os.path.join(directory, "encoder_checkpoint", name),
+                  pre / "checkpoints" / name.replace("encoder.", "ckpt-1.", 1))
+  (pre / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+  for name in ("bert_config.json", "vocab.txt"):
+    shutil.copy(os.path.join(directory, name), pre / name)
+  os.symlink("pre", tmp_path / "pre_link")
+  write_mrpc(tmp_path / "MRPC", sizes=(13, 5, 7))
+  (tmp_path / "out").mkdir()
+  for name in ("train.csv", "out/test_predictions.csv"):
+    (tmp_path / name).write_text("sentence1,label\nthe cat sat,0\nthe dog ran,1\nthe red mat,0\n")
+  before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+  script = os.path.join(th.REPO, "scripts", "run_classifier.py")
+  common = ("--init_checkpoint=pre_link", "--max_seq_length=21", "--distribution_strategy=one_device", "--do_train")
+  runs = [("--task_name=MRPC", "--data_dir=MRPC", "--output_dir=pre", "--overwrite_output_dir"),
+          ("--train_file=train.csv", "--test_file=out/test_predictions.csv", "--output_dir=out", "--do_predict")]
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    starting_over, predicting = pool.map(lambda flags: subprocess.run(
+        [sys.executable, script, *common, *flags], cwd=tmp_path, env=th.python_env(), capture_output=True,
+        text=True, timeout=300), runs)
+  assert _one_error_line(starting_over) == (
+      f"error: --init_checkpoint's pre_link/checkpoints/ckpt-1.data-00000-of-00001 lies in {tmp_path}/pre/checkpoints, "
+      "which --overwrite_output_dir would remove; copy it elsewhere first, or give another --output_dir")
+  assert _one_error_line(predicting) == (
+      f"error: --test_file's out/test_predictions.csv is {tmp_path}/out/test_predictions.csv, which this run writes; "
+      "copy it elsewhere first, or give another --output_dir")
+  # Every file as it was; nothing trained or written (the lock files aside).
+  after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file() and path.name != ".lock"}
+  assert after == before

@@ -1,6 +1,7 @@
 """The shared training flags of the scripts (bert_tf/cli.py)."""
 
 import dataclasses
+import os
 
 import pytest
 from absl import flags
@@ -167,6 +168,19 @@ def test_the_finetuning_config_is_built_from_the_flags(tmp_path):
   assert built == dict(vocab_file=str(tmp_path / "vocab.txt"), bert_config_file=str(tmp_path / "bert_config.json"),
                        do_lower_case=True, do_train=True, do_eval=False, do_predict=False, max_seq_length=37,
                        features_dir=None, dynamic_padding=False, export_dir=None, model_name=None, doc_stride=11)
+
+
+def test_an_export_is_not_written_into_the_model_it_reads(tmp_path):
+  model = tmp_path / "out" / "classifier"
+  model.mkdir(parents=True)
+  os.symlink(model, tmp_path / "link")
+  for export_dir in (tmp_path / "out", tmp_path / "export", "gs://bucket/export"):  # beside it or elsewhere: fine
+    cli.check_export_dir_outside(str(export_dir), str(model), "classifier_dir")
+  for export_dir in (tmp_path / "link", tmp_path / "link" / "export"):
+    with pytest.raises(ValueError) as caught:
+      cli.check_export_dir_outside(str(export_dir), str(model), "classifier_dir")
+    assert str(caught.value) == (f"--export_dir={export_dir} lies in --classifier_dir's {model}: the export would "
+                                 "be written into the model it reads; give another --export_dir")
 
 
 def test_the_run_scripts_define_only_their_tasks_own_flags():

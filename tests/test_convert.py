@@ -501,10 +501,25 @@ def test_output_dir_is_checked_before_anything_is_read(tmp_path):
   for inside in (out, out / "a", out / "ours" / "encoder"):  # replacing the folder would remove the input
     with pytest.raises(ValueError) as caught:
       convert.check_output_dir(str(out), overwrite=True, source=str(inside))
-    assert str(caught.value) == (f"--output_dir={out} holds --input={inside}, which --overwrite_output_dir would "
-                                 "remove; write the conversion to another folder")
+    assert str(caught.value) == (f"--output_dir={out} {'is' if inside == out else 'holds'} --input's {inside}, "
+                                 "which --overwrite_output_dir would remove; give another --output_dir")
   with pytest.raises(NotADirectoryError, match=f"^--output_dir={out}/a is a file; give a folder"):
     convert.check_output_dir(str(out / "a"), overwrite=True)
+  # A run folder's newest checkpoint is what --input reads: replacing the checkpoints/ folder would remove it,
+  # however the folder is spelled; the other flags' files likewise.
+  run = tmp_path / "run"
+  (run / "checkpoints").mkdir(parents=True)
+  for name in ("ckpt-3.index", "ckpt-3.data-00000-of-00001"):
+    (run / "checkpoints" / name).write_text("")
+  (run / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+  os.symlink(run, tmp_path / "link")
+  with pytest.raises(ValueError) as caught:
+    convert.check_output_dir(str(tmp_path / "link" / "checkpoints"), overwrite=True, source=str(run))
+  assert str(caught.value) == (f"--output_dir={tmp_path}/link/checkpoints holds --input's "
+                               f"{run}/checkpoints/ckpt-3.data-00000-of-00001, which --overwrite_output_dir would "
+                               "remove; give another --output_dir")
+  with pytest.raises(ValueError, match=f"^--output_dir={out} holds --vocab_file's {out}/b, which"):
+    convert.check_output_dir(str(out), overwrite=True, source=str(run), inputs={"vocab_file": [str(out / "b")]})
 
 
 # --- Released weights by name ------------------------------------------------------------------------------

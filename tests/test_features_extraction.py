@@ -304,6 +304,24 @@ def test_errors(files, tmp_path):
                                                                       "bert_config.json"))
 
 
+def test_an_output_that_is_one_of_the_models_files_is_refused(files, tmp_path):
+  """Issue 40 (1): the vocabulary and BERT config that --init_checkpoint brings (the flags' defaults) and its
+  checkpoint files are inputs too; writing over one is refused before anything is read."""
+  folder = os.path.dirname(files["tf1"])
+  settings = dict(input_file=files["input"], vocab_file=None, init_checkpoint=files["tf1"], layers="-1")
+  for name, flag in (("vocab.txt", "vocab_file"), ("bert_config.json", "bert_config_file"),
+                     ("bert_model.ckpt.index", "init_checkpoint")):
+    path = os.path.join(folder, name)
+    with open(path, "rb") as f:
+      before = f.read()
+    with pytest.raises(ValueError) as e:
+      fe.run(fe.FeatureExtractionConfig(output_file=path, **settings), say=lambda line: None)
+    assert str(e.value) == (f"--output_file={path} is --{flag}'s {path}: writing it would destroy the input; give "
+                            "another --output_file")
+    with open(path, "rb") as f:
+      assert f.read() == before
+
+
 def test_vocab_file_defaults_to_the_one_beside_the_checkpoint(files, tmp_path):
   """Issue 30 (9): the vocab.txt that comes with --init_checkpoint (here beside google-research's prefix)."""
   settings = dict(input_file=files["input"], init_checkpoint=files["tf1"], layers="-1", max_seq_length=SEQ)

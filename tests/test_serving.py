@@ -834,6 +834,8 @@ def test_an_export_dir_that_is_a_file_is_refused_before_anything_loads(tmp_path)
 @pytest.mark.parametrize("change, error", [
     ({"model_name": "a/b"}, "model_name='a/b': give a plain folder name"),
     ({"model_name": ".hidden"}, "model_name='.hidden'"),
+    ({"model_name": "a\\b c"}, r"model_name='a\\\\b c': give a plain folder name \(A-Z, a-z, 0-9, '-', '_', and '\.' "
+                                r"after the first character\)"),
     ({"model_name": ""}, "model_name=''"),
     ({"version": 0}, "version=0: must be a positive integer"),
     ({"version": "2"}, "version='2'"),
@@ -860,6 +862,14 @@ def test_export_servable_rejects_bad_arguments_before_writing(tmp_path, change, 
   with pytest.raises((ValueError, FileNotFoundError), match=error):
     serving.export_servable(**args)
   assert not os.listdir(tmp_path)
+
+
+def test_model_names_are_what_the_message_says():
+  for name in ("mrpc", "sts-b", "glue_mrpc", "mrpc.v2", "M2"):
+    serving.check_name_and_version(name, None)
+  for name in ("a\\b", "a b", "..", "a:b", "mrpc/1", "é"):
+    with pytest.raises(ValueError, match="give a plain folder name"):
+      serving.check_name_and_version(name, None)
 
 
 def test_check_warmup_instances():

@@ -188,8 +188,9 @@ def test_overwrite_refuses_to_remove_an_input_or_to_race_other_workers(tmp_path,
   os.makedirs(out / "classifier")
   with pytest.raises(ValueError) as error:
     ri.start_run(str(out), _identity(), overwrite=True, chief=True, model_dirs=("classifier",),
-                 inputs=[str(out / "classifier/"), None, "hf:bert-base-uncased"])
-  assert str(error.value) == (f"{out / 'classifier'} (an input of this run) lies in {out / 'classifier'}, which "
+                 inputs={"init_checkpoint": [str(out / "classifier/")], "vocab_file": [None],
+                         "bert_config_file": ["hf:bert-base-uncased"]})
+  assert str(error.value) == (f"--init_checkpoint's {out / 'classifier/'} is {out / 'classifier'}, which "
                               "--overwrite_output_dir would remove; copy it elsewhere first, or give another "
                               "--output_dir")
   assert os.path.isdir(out / "classifier")
@@ -203,6 +204,42 @@ def test_overwrite_refuses_to_remove_an_input_or_to_race_other_workers(tmp_path,
   ri.write(str(out), _identity())
   ri.start_run(str(out), _identity(), overwrite=True)
   assert os.listdir(out) == ["run.json"]
+
+
+def test_an_input_is_never_among_what_a_run_writes_or_removes(tmp_path):
+  """Issue 40 (1): a run's input that is, or lies in, an entry of --output_dir the run writes is refused before any
+  work, however it is spelled; an input elsewhere in the folder (--data_dir or --init_checkpoint's folder given as
+  --output_dir) stays, --overwrite_output_dir included."""
+  out = tmp_path / "out"
+  _trained(str(out))
+  for name in ("checkpoints/ckpt-2.index", "train.tsv", "dev.tsv", "test_predictions.csv", "classifier/model.index"):
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(name)
+  os.symlink(out, tmp_path / "link")
+  names = (*ri.COMMON_OUTPUTS, "test_predictions.csv", "classifier")
+  # A data file that a prediction would replace, without training.
+  with pytest.raises(ValueError) as error:
+    ri.check_inputs_kept(str(out), names, {"test_file": [str(tmp_path / "link" / "test_predictions.csv")]},
+                         inside=False)
+  assert str(error.value) == (f"--test_file's {tmp_path}/link/test_predictions.csv is {out}/test_predictions.csv, "
+                              "which this run writes; copy it elsewhere first, or give another --output_dir")
+  # Without training, the model folder a run evaluates is read only.
+  ri.check_inputs_kept(str(out), ("eval_results.txt",), {"init_checkpoint": [str(out / "classifier")]}, inside=False)
+  # Training from a checkpoint the run's own checkpoints/ holds (through a link): refused, and with
+  # --overwrite_output_dir before anything is removed.
+  for overwrite, what in ((False, "this run writes"), (True, "--overwrite_output_dir would remove")):
+    with pytest.raises(ValueError) as error:
+      ri.start_run(str(out), _identity(), overwrite=overwrite, chief=True, outputs=("test_predictions.csv",),
+                   inputs={"init_checkpoint": [str(tmp_path / "link"), str(tmp_path / "link/checkpoints/ckpt-2.*")]})
+    assert str(error.value) == (f"--init_checkpoint's {tmp_path}/link/checkpoints/ckpt-2.index lies in "
+                                f"{out}/checkpoints, which {what}; copy it elsewhere first, or give another "
+                                "--output_dir")
+    assert (out / "checkpoints" / "ckpt-2.index").exists() and not (out / "run.json").exists()
+  # --output_dir equal to --data_dir: starting over removes what runs wrote, never the data.
+  ri.start_run(str(out), _identity(), overwrite=True, chief=True, model_dirs=("classifier",),
+               inputs={"data_dir": [str(out / "train.tsv"), str(out / "dev.tsv")]})
+  assert sorted(os.listdir(out)) == ["dev.tsv", "run.json", "test_predictions.csv", "train.tsv"]
+  assert (out / "train.tsv").read_text() == "train.tsv"
 
 
 def test_an_output_dir_that_is_a_file_is_named(tmp_path):
@@ -385,6 +422,12 @@ def test_pretraining_refuses_another_learning_rate_and_other_records_and_resumes
   with pytest.raises(_Stop):
     run(make(num_train_steps=3))
   assert ri.read(str(tmp_path / "out"))["resumable"] == {"num_train_steps": 3}
+  # The bert_config.json training writes into --output_dir is no input of it (issue 40 (1)).
+  config_file = str(tmp_path / "out" / "bert_config.json")
+  th.tiny_bert_config().to_json_file(config_file)
+  with pytest.raises(ValueError, match=re.escape(f"--bert_config_file's {config_file} is {config_file}, which this "
+                                                 "run writes; copy it elsewhere first, or give another --output_dir")):
+    run(make(num_train_steps=3, bert_config_file=config_file))
 
 
 # -- scripts/run_classifier.py as a user runs it: the issue's SMS spam rerun -------------------------------------

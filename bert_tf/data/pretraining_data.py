@@ -238,6 +238,18 @@ class RunConfig:
   shard_size_mb: float = 0.5
   stats_file: str | None = None  # Default: <first output file>.stats.json
 
+  @property
+  def stats_path(self) -> str:
+    return self.stats_file or self.output_files[0] + ".stats.json"
+
+  def check_outputs(self) -> None:
+    """Before anything is read: no output (records or statistics) is a folder or one of the inputs (the text or
+    the vocabulary), which the rename at the end would replace; one line naming both flags."""
+    outputs = [("output_file", path) for path in self.output_files] + [("stats_file", self.stats_path)]
+    for flag, path in outputs:
+      fileio.check_output_file(flag, path)
+      fileio.check_not_input(flag, path, {"input_file": self.input_files, "vocab_file": [self.tokenizer.vocab_file]})
+
 
 def _append_file(source: str, destination: records.TFRecordFileWriter) -> None:
   # A TFRecord file is a sequence of self-delimited records, so concatenating files concatenates records.
@@ -301,7 +313,7 @@ def create_pretraining_data(run: RunConfig, config: instances_lib.InstanceConfig
       settings=dict(dataclasses.asdict(config), random_seed=run.random_seed,
                     vocab_file=run.tokenizer.vocab_file, do_lower_case=run.tokenizer.do_lower_case),
   )
-  stats_file = run.stats_file or run.output_files[0] + ".stats.json"
+  stats_file = run.stats_path
   fileio.write_text_atomic(stats_file, json.dumps(summary, indent=2) + "\n")
   summary["stats_file"] = stats_file
   return summary

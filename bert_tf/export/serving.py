@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -207,11 +208,18 @@ def next_version(model_dir: str) -> int:
   return max(serving_requests.version_numbers(model_dir), default=0) + 1
 
 
+# A served model's name: its folder under the model root, and a segment of TF Serving's REST path
+# /v1/models/<name>, which takes any characters but '/' and ':'. Kept to characters that need no quoting in a URL
+# or a shell; a leading '.' would make a hidden folder ("." and ".." no folder at all).
+MODEL_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
 def check_name_and_version(model_name: str, version: int | None) -> None:
-  """ValueError unless `model_name` is a plain folder name and `version` None or a positive int; a task's export
-  calls it before loading anything."""
-  if not isinstance(model_name, str) or not model_name or "/" in model_name or model_name.startswith("."):
-    raise ValueError(f"model_name={model_name!r}: give a plain folder name (letters, digits, '-', '_')")
+  """ValueError unless `model_name` is a plain folder name (MODEL_NAME) and `version` None or a positive int; a
+  task's export calls it before loading anything."""
+  if not isinstance(model_name, str) or not MODEL_NAME.fullmatch(model_name):
+    raise ValueError(f"model_name={model_name!r}: give a plain folder name (A-Z, a-z, 0-9, '-', '_', and '.' after "
+                     "the first character)")
   # bool is an int in Python; True as a version is a mistake, not version 1.
   if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
     raise ValueError(f"version={version!r}: must be a positive integer (TF Serving loads numeric folders)")
@@ -322,8 +330,6 @@ def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Se
     concrete(**{name: tf.constant([instance[name] for instance in instances], spec.dtype)
                 for name, spec in specs.items()})
   except (tf.errors.OpError, TypeError, ValueError) as e:
-    import re
-
     # An in-graph check's own message (a blank text, the request limit) says more than the error's first line.
     found = re.search(r"assertion failed: \[([^\]]*)\]", str(e))
     raise ValueError(f"warmup_instances: {signature_name!r} fails on them "

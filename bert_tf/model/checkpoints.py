@@ -174,6 +174,20 @@ def resolve_checkpoint(path: str) -> str:
       f"({TASK_MODEL_PREFIX}.index) or a `checkpoint` state file")
 
 
+def read_paths(path: str) -> list[str]:
+  """What reading the checkpoint at `path` (any form `resolve_checkpoint` takes) reads, as
+  `fileio.check_not_input` takes it: `path` itself and the files of the prefix it resolves to, so that an output
+  folder that holds that prefix (a run folder's checkpoints/, where its newest ckpt-N lies) counts as holding the
+  input. A released name, or a path that is no checkpoint (yet), is itself alone."""
+  if is_released(path):
+    return [path]
+  try:
+    prefix = resolve_checkpoint(path)
+  except (FileNotFoundError, tf.errors.OpError):
+    return [path]
+  return [path, f"{prefix}.*"]
+
+
 def check_checkpoint_path(path: str, flag: str = "--init_checkpoint") -> None:
   """What every script checks first of its --init_checkpoint: that `path` is something to read weights from.
 

@@ -33,7 +33,7 @@ import logging
 import os
 import re
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -768,11 +768,13 @@ SAVERS: dict[str, Callable[[Converted, str], str]] = {"tf1": save_tf1, "ours": s
 # -- convert_checkpoint.py's --output_dir ---------------------------------------------------------------------
 
 
-def check_output_dir(output_dir: str, overwrite: bool = False, source: str | None = None) -> None:
+def check_output_dir(output_dir: str, overwrite: bool = False, source: str | None = None,
+                     inputs: Mapping[str, str | Sequence[str] | None] | None = None) -> None:
   """Before anything is read: --output_dir is a folder (created if missing), empty unless `overwrite`
-  (--overwrite_output_dir), and then not one that holds `source` (--input, a local path): `write_output`
-  replaces the folder whole, so no file of an earlier conversion (or anything else) stays beside the new one.
-  One-line NotADirectoryError / ValueError naming the flag."""
+  (--overwrite_output_dir), and then holds neither `source` (--input, with the checkpoint files it resolves to:
+  `checkpoints.read_paths`) nor any of `inputs` (other flags -> their paths, as `fileio.check_not_input` takes
+  them): `write_output` replaces the folder whole, so no file of an earlier conversion (or anything else) stays
+  beside the new one. One-line NotADirectoryError / ValueError naming the flags."""
   if fileio.exists(output_dir) and not fileio.isdir(output_dir):
     raise NotADirectoryError(f"--output_dir={output_dir} is a file; give a folder (created if missing)")
   entries = sorted(fileio.listdir(output_dir)) if fileio.isdir(output_dir) else []
@@ -782,11 +784,8 @@ def check_output_dir(output_dir: str, overwrite: bool = False, source: str | Non
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     raise ValueError(f"--output_dir={output_dir} is not empty (it holds {shown}); give a new or empty folder, or "
                      "pass --overwrite_output_dir to replace it and all it holds")
-  if source and not fileio.is_remote(source) and not fileio.is_remote(output_dir):
-    inside = os.path.relpath(os.path.abspath(source), os.path.abspath(output_dir))
-    if inside == "." or not inside.startswith(".."):
-      raise ValueError(f"--output_dir={output_dir} holds --input={source}, which --overwrite_output_dir would remove; "
-                       "write the conversion to another folder")
+  read = {"input": checkpoints.read_paths(source) if source else None, **(inputs or {})}
+  fileio.check_not_input("output_dir", output_dir, read, replaces="--overwrite_output_dir")
 
 
 def write_output(save: Callable[[Converted, str], str], converted: Converted, output_dir: str) -> str:

@@ -122,10 +122,24 @@ class TaskRun:
     """What defines this run's weights (`run_identity`), for --do_train."""
     raise NotImplementedError
 
-  def input_paths(self) -> tuple[str | None, ...]:
-    """The run's own inputs, which the output dir must not hold when --overwrite_output_dir empties it:
-    --init_checkpoint, --vocab_file and the training file."""
-    return (self.options.init_checkpoint, self.config.vocab_file, self.inputs["train"].path)
+  def input_files(self) -> dict[str, list[str | None]]:
+    """The run's inputs by the flag that names them (`run_identity.check_inputs_kept` takes them): what
+    --init_checkpoint reads (`checkpoints.read_paths`), the vocabulary, the BERT config and each data file read
+    (`read_inputs`), under the config field that holds its path (fields are named after their flags), else
+    --data_dir, where it was found."""
+    from bert_tf.model import checkpoints
+
+    init = self.options.init_checkpoint
+    files = {"init_checkpoint": checkpoints.read_paths(init) if init else [], "vocab_file": [self.config.vocab_file],
+             "bert_config_file": [self.config.config_source]}
+    for read in self.inputs.values():
+      files.setdefault(_field_holding(self.config, read.path) or "data_dir", []).append(read.path)
+    return files
+
+  def evaluation_outputs(self) -> tuple[str, ...]:
+    """What a run without --do_train writes in --output_dir (names or globs): evaluation's results and the task's
+    `outputs` (its predictions)."""
+    return ("eval_results.txt", "eval_results.json", *self.outputs)
 
   def strategy(self) -> tf.distribute.Strategy:
     """The strategy the run options ask for (--distribution_strategy, --num_gpus, --tpu_name, ...)."""
@@ -142,7 +156,7 @@ class TaskRun:
     (`run_identity.start_run`); starts over with --overwrite_output_dir. Each of the selection protocol's runs
     (`selection_runs`) records its own in its folder. Only the chief (`chief`) writes the records."""
     run_identity.start_run(self.config.output_dir, self.run_identity(), self.options.overwrite_output_dir, chief,
-                           outputs=self.outputs, model_dirs=(self.model_dir,), inputs=self.input_paths(), say=say)
+                           outputs=self.outputs, model_dirs=(self.model_dir,), inputs=self.input_files(), say=say)
     for run in self.selection_runs():
       run_identity.start_run(run.config.output_dir, run.run_identity(), chief=chief, outputs=self.outputs,
                              model_dirs=(self.model_dir,), say=say)
@@ -235,6 +249,8 @@ def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None,
   config = run.config
   run.validate()
   run.read_inputs(say)
+  if not config.do_train:  # a training run checks its inputs as it starts (`run_identity.start_run`)
+    run_identity.check_inputs_kept(config.output_dir, run.evaluation_outputs(), run.input_files(), inside=False)
   strategy = strategy or run.strategy()
   chief = distribute.is_chief(strategy)
   with run.lock(chief):
@@ -332,6 +348,16 @@ def _select(run: TaskRun, runs: list[TaskRun], strategy, tokenizer, say: Say, ch
       f"(score {context.summary['score']:.4f})")
   context.summary.update(selection=selection, best_dir=context.summary["output_dir"])
   return context, model, model_dir
+
+
+def _field_holding(config, path: str) -> str | None:
+  """The name of the field of `config`, or of a dataclass in one of its fields, whose value is `path`."""
+  for holder in (config, *(getattr(config, f.name) for f in dataclasses.fields(config))):
+    if dataclasses.is_dataclass(holder) and not isinstance(holder, type):
+      found = next((f.name for f in dataclasses.fields(holder) if getattr(holder, f.name) == path), None)
+      if found:
+        return found
+  return None
 
 
 def write_results(output_dir: str, values: dict, name: str = "eval_results") -> None:

@@ -35,7 +35,7 @@ import fnmatch
 import json
 import os
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
@@ -227,16 +227,18 @@ def has_weights(output_dir: str, model_dirs: Sequence[str] = ()) -> bool:
 
 
 def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, chief: bool | None = None,
-              outputs: Sequence[str] = (), model_dirs: Sequence[str] = (), inputs: Iterable[str | None] = (),
+              outputs: Sequence[str] = (), model_dirs: Sequence[str] = (),
+              inputs: Mapping[str, str | Sequence[str] | None] | None = None,
               say: Callable[[str], None] = logging.info) -> None:
   """What a training run does with its --output_dir before any feature file or training step.
 
-  With `overwrite` (--overwrite_output_dir), first removes what earlier runs wrote there (`start_over`:
-  COMMON_OUTPUTS and the task's `outputs`, names or globs; `inputs`, the run's own input paths, must not be
-  among them). Then compares `identity` with the recorded run: raises RunChanged (one line: each difference and
-  the two ways out) when the recorded run saved weights (`has_weights` with the task's `model_dirs`) and any
-  setting differs; says which inputs moved (same content) and which resumable lengths changed. Finally the chief
-  (`chief`; None: from TF_CONFIG) writes the record (`write`).
+  First refuses `inputs` (the run's, flag -> paths: `check_inputs_kept`) that are or lie in what the run writes
+  there: COMMON_OUTPUTS and the task's `outputs` (names or globs) and `model_dirs`. With `overwrite`
+  (--overwrite_output_dir), then removes what earlier runs wrote there (`start_over`). Then compares `identity`
+  with the recorded run: raises RunChanged (one line: each difference and the two ways out) when the recorded run
+  saved weights (`has_weights` with the task's `model_dirs`) and any setting differs; says which inputs moved
+  (same content) and which resumable lengths changed. Finally the chief (`chief`; None: from TF_CONFIG) writes
+  the record (`write`).
 
   Call it holding the run's lock (`run_lock.RunLock`), which the scripts take before the run starts.
   """
@@ -246,8 +248,9 @@ def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, c
   chief = run_lock.is_chief_from_env() if chief is None else chief
   check_output_dir(output_dir)
   names = (*COMMON_OUTPUTS, *outputs, *model_dirs)
+  check_inputs_kept(output_dir, names, inputs or {}, removes=overwrite)
   if overwrite:
-    start_over(output_dir, names, inputs, chief, say)
+    start_over(output_dir, names, chief, say)
   recorded = read(output_dir)
   if recorded is None:
     if has_weights(output_dir, model_dirs):
@@ -291,9 +294,26 @@ def check_output_dir(output_dir: str, flag: str = "--output_dir") -> None:
 # -- Starting over --------------------------------------------------------------------------------------------
 
 
-def _within(path: str, folder: str) -> bool:
-  path, folder = path.rstrip("/"), folder.rstrip("/")
-  return path == folder or path.startswith(folder + "/") or path.startswith(folder + os.sep)
+def check_inputs_kept(output_dir: str, names: Sequence[str], inputs: Mapping[str, str | Sequence[str] | None],
+                      inside: bool = True, removes: bool = False) -> None:
+  """Before any work: ValueError (one line naming the input's flag) when one of a run's `inputs` (flag -> its
+  paths, as `fileio.find_input` takes them) is, or with `inside` lies in, an entry of `output_dir` that `names`
+  (names or globs) match: the run writes those (a training run its checkpoints and model folder, any run its
+  results and predictions) and, `removes` (--overwrite_output_dir), first removes them. An input elsewhere in
+  `output_dir` (--data_dir or --init_checkpoint's folder given as --output_dir) is not the run's to touch."""
+  output_dir = fileio.absolute(output_dir)
+  if not fileio.isdir(output_dir):
+    return
+  what = f"{_OVERWRITE} would remove" if removes else "this run writes"
+  for name in fileio.listdir(output_dir):
+    if not any(fnmatch.fnmatchcase(name, pattern) for pattern in names):
+      continue
+    entry = fileio.join(output_dir, name)
+    found = fileio.find_input(entry, inputs, inside)
+    if found:
+      flag, given, same = found
+      raise ValueError(f"--{flag}'s {given} {'is' if same else 'lies in'} {entry}, which {what}; copy it elsewhere "
+                       "first, or give another --output_dir")
 
 
 def _several_workers() -> bool:
@@ -305,13 +325,13 @@ def _several_workers() -> bool:
     return False
 
 
-def start_over(output_dir: str, names: Sequence[str], inputs: Iterable[str | None] = (), chief: bool = True,
+def start_over(output_dir: str, names: Sequence[str], chief: bool = True,
                say: Callable[[str], None] = logging.info) -> list[str]:
   """--overwrite_output_dir: removes the entries of `output_dir` that a run writes (`names`: names or globs),
-  and nothing else (a file of the user's stays, and is named); returns the removed paths. Refuses (ValueError)
-  when one of the run's `inputs` (--init_checkpoint, the data, the vocabulary) lies inside what would go, and
-  under a multi-worker job (the workers share the folder and could read a checkpoint the chief is removing:
-  clear it before starting them). The lock file and hidden temporaries are not the run's outputs."""
+  and nothing else (a file of the user's stays, and is named); returns the removed paths. Call it once
+  `check_inputs_kept` has refused an input among them. Refuses (ValueError) under a multi-worker job (the workers
+  share the folder and could read a checkpoint the chief is removing: clear it before starting them). The lock
+  file and hidden temporaries are not the run's outputs."""
   output_dir = fileio.absolute(output_dir)
   if not fileio.isdir(output_dir):
     return []
@@ -320,14 +340,6 @@ def start_over(output_dir: str, names: Sequence[str], inputs: Iterable[str | Non
   if not doomed:
     return []
   paths = [fileio.join(output_dir, name) for name in doomed]
-  for given in inputs:
-    if not given or given.startswith(("hf:", "keras_hub:")):
-      continue
-    given = fileio.absolute(given)
-    inside = next((path for path in paths if _within(given, path)), None)
-    if inside:
-      raise ValueError(f"{given} (an input of this run) lies in {inside}, which {_OVERWRITE} would remove; "
-                       "copy it elsewhere first, or give another --output_dir")
   if _several_workers() and [name for name in doomed if name != RECORD_NAME]:
     raise ValueError(f"{_OVERWRITE} with several workers: they share {output_dir}; remove the earlier run's "
                      f"{', '.join(doomed)} there before starting the job, or give another --output_dir")

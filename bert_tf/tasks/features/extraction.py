@@ -259,6 +259,11 @@ class FeatureExtractionConfig:
     checkpoints.check_vocab_fits(self.vocab_file, bert_config, config_source)
     if fileio.isdir(self.output_file):
       raise IsADirectoryError(f"--output_file={self.output_file} is a directory; give a file name")
+    # The model's files as read, defaults included (scripts/extract_features.py checks --input_file up front).
+    kind = checkpoints.checkpoint_kind(self.init_checkpoint)
+    weights = [f"{kind.prefix}.*"] if kind and kind.prefix else [fileio.join(self.init_checkpoint, "*")]
+    fileio.check_not_input("output_file", self.output_file, {
+        "vocab_file": [self.vocab_file], "bert_config_file": [config_source], "init_checkpoint": weights})
     return indexes
 
 

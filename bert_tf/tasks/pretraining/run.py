@@ -265,8 +265,14 @@ class PretrainingRun(driver.TaskRun):
   def run_identity(self) -> run_identity.RunIdentity:
     return run_identity_of(self.config, self.inputs["train"])
 
-  def input_paths(self) -> tuple[str | None, ...]:
-    return (self.config.init_checkpoint, self.config.vocab_file, *self.inputs["train"])
+  def evaluation_outputs(self) -> tuple[str, ...]:
+    return (EVAL_RESULTS_NAME,)  # the rest of `outputs` (bert_config.json, ...) is written by training only
+
+  def input_files(self) -> dict[str, list[str | None]]:
+    config = self.config
+    return {"input_file": self.inputs.get("train", []), "eval_input_file": config.eval_input_file,
+            "init_checkpoint": checkpoints.read_paths(config.init_checkpoint) if config.init_checkpoint else [],
+            "vocab_file": [config.vocab_file], "bert_config_file": [config.bert_config_file]}
 
   def start_runs(self, say, chief: bool) -> None:
     """The driver's, after `check_resume_options` for a directory from before run records (its checkpoint or
