@@ -15,7 +15,8 @@ once more with the whole request in one encoder step.
 Requests: real text cut to each size: NER, the CoNLL-2003 dev sentences joined by spaces; SQuAD, the dev set's
 contexts joined by spaces, asked its first question. Each size runs in a fresh process that imports only
 tensorflow and tensorflow_text and loads the export with `tf.saved_model.load` (TF Serving's kernels are the
-same); it reports its peak RSS (ru_maxrss) before and after the request, and the request's seconds. Answers of
+same); it reports its peak RSS (ru_maxrss) once TensorFlow is imported, once the export is loaded and has answered
+a 100-character request, and after the request, and the request's seconds. Answers of
 the sliced export are compared with the one-step export's at the sizes of --compare_sizes.
 
   python bench/serving_memory.py --work_dir=/tmp/serving_memory
@@ -42,7 +43,9 @@ import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
 def peak_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+imported = peak_mb()
+loaded = tf.saved_model.load(sys.argv[1])  # kept: the signature reads its variables
+serve = loaded.signatures["serving_default"]
 inputs = json.loads(sys.argv[2])
 warm = {name: tf.constant([value[:100]]) for name, value in inputs.items()}
 serve(**warm)
@@ -50,7 +53,7 @@ before = peak_mb()
 start = time.perf_counter()
 out = serve(**{name: tf.constant([value]) for name, value in inputs.items()})
 seconds = time.perf_counter() - start
-print(json.dumps({"before_mb": before, "peak_mb": peak_mb(), "seconds": seconds,
+print(json.dumps({"imported_mb": imported, "before_mb": before, "peak_mb": peak_mb(), "seconds": seconds,
                   "outputs": {k: v.numpy().tolist() for k, v in out.items()}}, default=lambda b: b.decode("utf-8")))
 """
 
@@ -176,13 +179,15 @@ def main(argv: list[str] | None = None) -> int:
       print(json.dumps(row), flush=True)
   with open(os.path.join(args.work_dir, "serving_memory.json"), "w", encoding="utf-8") as f:
     json.dump(results, f, indent=2)
-  print("\n| task | characters | peak RSS MB (before the request) | seconds | one step: peak RSS MB | same answers |")
+  print("\n| task | characters | peak RSS MB: TensorFlow imported / export loaded / after the request | seconds | "
+        "one step: peak RSS MB | same answers |")
   print("|---|---|---|---|---|---|")
   for row in results:
     if "error" in row:
       print(f"| {row['task']} | {row['chars']:,} | error: {row['error']} | | | |")
       continue
-    print(f"| {row['task']} | {row['chars']:,} | {row['peak_mb']:.0f} ({row['before_mb']:.0f}) | "
+    print(f"| {row['task']} | {row['chars']:,} | {row['imported_mb']:.0f} / {row['before_mb']:.0f} / "
+          f"{row['peak_mb']:.0f} | "
           f"{row['seconds']:.1f} | {_mb(row.get('one_step_peak_mb'))} | {row.get('same_answers', '')} |")
   return 0
 

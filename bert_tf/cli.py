@@ -331,6 +331,7 @@ def finetuning_config(config_class: Callable[..., Any], require: Mapping[str, st
   for name, what in (require or {}).items():
     if not FLAGS[name].value:
       raise ValueError(f"--{name} is required: {what}")
+  limits.check_max_request_chars(FLAGS.max_request_chars)
   batches = {name: FLAGS[name].value for name in ("train_batch_size", "eval_batch_size", "predict_batch_size")
              if name in FLAGS}
   ft = finetuning.FinetuningConfig(

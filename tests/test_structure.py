@@ -136,7 +136,7 @@ def test_each_task_is_one_package_and_export_holds_only_the_shared_path():
     names = {n[:-3] for n in os.listdir(os.path.join(tasks, task)) if n.endswith(".py") and n != "__init__.py"}
     assert names == expected, task
   export = {n for n in os.listdir(os.path.join(REPO, "bert_tf", "export")) if n.endswith(".py")}
-  assert export == {"__init__.py", "serving.py", "requests.py"}
+  assert export == {"__init__.py", "serving.py", "requests.py", "limits.py"}
 
 
 def test_the_shared_export_path_imports_no_task():

@@ -21,7 +21,6 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.export import limits
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute, optimization, run_identity, trainer
 from bert_tf.training.evaluation import RESULT_KEYS, Evaluation
@@ -114,7 +113,7 @@ class TaskRunConfig:
   bert_config_file: str | None = None  # where finetuning.bert_config was read from, named in messages
   export_dir: str | None = None  # also export the fine-tuned model for TensorFlow Serving at the end
   model_name: str | None = None  # the exported model's name (None: the task's)
-  max_request_chars: int = limits.MAX_REQUEST_CHARS  # the export's limit on a request's text (`limits`)
+  max_request_chars: int | None = None  # the export's limit on a request's text (None: bert_tf.export.limits')
 
   @property
   def output_dir(self) -> str:
@@ -151,9 +150,8 @@ class TaskRunConfig:
       check_init_checkpoint(self.finetuning.init_checkpoint, self.finetuning.bert_config, self.config_source)
 
   def check_length_and_vocab(self) -> None:
-    """--max_seq_length within the BERT config's positions, --vocab_file present and fitting the config, and
-    --max_request_chars positive: the checks every task's `validate` makes (ValueError / FileNotFoundError naming
-    the flag)."""
+    """--max_seq_length within the BERT config's positions, and --vocab_file present and fitting the config:
+    the checks every task's `validate` makes (ValueError / FileNotFoundError naming the flag)."""
     bert = self.finetuning.bert_config
     if self.max_seq_length > bert.max_position_embeddings:
       raise ValueError(f"--max_seq_length={self.max_seq_length} exceeds max_position_embeddings="
@@ -161,7 +159,6 @@ class TaskRunConfig:
     if not fileio.exists(self.vocab_file):
       raise FileNotFoundError(f"--vocab_file={self.vocab_file}: no such file")
     checkpoints.check_vocab_fits(self.vocab_file, bert, self.config_source)
-    limits.check_max_request_chars(self.max_request_chars)
 
 
 def default_features_dir(output_dir: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from bert_tf.export import limits, serving
+from bert_tf.export import serving
 from bert_tf.model import checkpoints
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.classification.classifier import BertClassifier, ClassifierSpec, load_classifier
@@ -50,7 +50,7 @@ class _ClassifierServer(TaskServer):
   """
 
   def __init__(self, model: BertClassifier, spec: ClassifierSpec, vocab_file: str,
-               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+               max_request_chars: int | None = None):
     super().__init__("bert_classifier_server", model, vocab_file, spec.do_lower_case,
                      max_request_chars=max_request_chars)
     self.spec = spec
@@ -130,7 +130,7 @@ def classifier_manifest(spec: ClassifierSpec) -> dict[str, Any]:
 def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: str, export_dir: str,
                       model_name: str, version: int | None = None,
                       warmup_texts: Sequence[tuple[str, str | None]] = (), config_source: str | None = None,
-                      max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
+                      max_request_chars: int | None = None) -> str:
   """Writes `<export_dir>/<model_name>/<version>/` for TensorFlow Serving (`serving.export_servable`); returns that
   path.
 
@@ -165,7 +165,7 @@ def export_classifier(model: BertClassifier, spec: ClassifierSpec, vocab_file: s
 
 def export_from_directory(classifier_dir: str, export_dir: str, model_name: str | None = None,
                           version: int | None = None, warmup_texts: Sequence[tuple[str, str | None]] = (),
-                          max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
+                          max_request_chars: int | None = None) -> str:
   """`export_classifier` of a classifier folder written by `save_classifier`; returns the version's path.
   `model_name` defaults to the task's name in lower case."""
   serving.check_export_dir(export_dir, model_name or "")

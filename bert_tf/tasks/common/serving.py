@@ -29,13 +29,14 @@ class TaskServer(tf.Module):
     needs: what [CLS] and [SEP] make for the task ("SQuAD windows"): a vocabulary without them is refused, naming
       it and that; None: not checked.
     max_request_chars: the most characters a text field may hold in one request, the batch's texts together
-      (`limits`); more is refused in the graph (`checked_text`). In the manifest.
+      (None: `limits.MAX_REQUEST_CHARS`); more is refused in the graph (`checked_text`). In the manifest.
   """
 
   def __init__(self, name: str, model, vocab_file: str, do_lower_case: bool, needs: str | None = None,
-               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+               max_request_chars: int | None = None):
     super().__init__(name=name)
-    self.max_request_chars = limits.check_max_request_chars(max_request_chars, "max_request_chars")
+    self.max_request_chars = limits.check_max_request_chars(
+        limits.MAX_REQUEST_CHARS if max_request_chars is None else max_request_chars, "max_request_chars")
     # A Keras 3 variable wraps a tf.Variable, and saving it through the Keras model writes two variables: the
     # one the functions read, and a copy that only the object graph restores. TF Serving restores with the
     # checkpoint's restore op in a Session, which leaves the first one uninitialized ("Could not find

@@ -50,7 +50,6 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.data import graph_text
-from bert_tf.export import limits
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.ner import folder
@@ -77,7 +76,7 @@ class NerServer(TaskServer):
   """
 
   def __init__(self, model: nf.BertTokenClassifier, vocab_file: str, settings: Mapping[str, Any],
-               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+               max_request_chars: int | None = None):
     super().__init__("bert_ner_server", model, vocab_file, bool(settings["do_lower_case"]), needs="NER windows",
                      max_request_chars=max_request_chars)
     vocab = self.tokenizer.vocab
@@ -298,7 +297,7 @@ class Words(NamedTuple):
 
 def export_ner(model_dir: str, export_dir: str, model_name: str = "ner", version: int | None = None,
                warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
-               max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
+               max_request_chars: int | None = None) -> str:
   """Exports a fine-tuned NER model folder (`<run_ner --output_dir>/ner_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. A request whose
   texts hold more than `max_request_chars` characters is refused (`limits`)."""

@@ -46,7 +46,6 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.data import graph_tokenizer
-from bert_tf.export import limits
 from bert_tf.model.encoder import INPUT_NAMES
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.squad import data as squad
@@ -79,7 +78,7 @@ class SquadServer(TaskServer):
   def __init__(self, model: sf.BertSpanLabeler, vocab_file: str, settings: Mapping[str, Any],
                n_best_size: int = squad_postprocess.N_BEST_SIZE,
                max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH,
-               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+               max_request_chars: int | None = None):
     super().__init__("bert_squad_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SQuAD windows",
                      max_request_chars=max_request_chars)
     vocab = self.tokenizer.vocab
@@ -319,7 +318,7 @@ def export_squad(model_dir: str, export_dir: str, model_name: str = "squad", ver
                  max_answer_length: int = squad_postprocess.MAX_ANSWER_LENGTH,
                  null_score_diff_threshold: float | None = None,
                  warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
-                 max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
+                 max_request_chars: int | None = None) -> str:
   """Exports a fine-tuned SQuAD model folder (`<run_squad --output_dir>/squad_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path.
 

@@ -27,7 +27,6 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
-from bert_tf.export import limits
 from bert_tf.tasks.common.features import encode_graph
 from bert_tf.tasks.common.serving import TaskServer, model_folder
 from bert_tf.tasks.swag import data as swag
@@ -53,7 +52,7 @@ class SwagServer(TaskServer):
   """
 
   def __init__(self, model: sf.BertMultipleChoice, vocab_file: str, settings: Mapping,
-               max_request_chars: int = limits.MAX_REQUEST_CHARS):
+               max_request_chars: int | None = None):
     super().__init__("bert_swag_server", model, vocab_file, bool(settings["do_lower_case"]), needs="SWAG sequences",
                      max_request_chars=max_request_chars)
     self._max_seq_length = int(settings["max_seq_length"])
@@ -92,7 +91,7 @@ class SwagServer(TaskServer):
 
 def export_swag(model_dir: str, export_dir: str, model_name: str = "swag", version: int | None = None,
                 warmup: Sequence[Mapping[str, str]] = DEFAULT_WARMUP,
-                max_request_chars: int = limits.MAX_REQUEST_CHARS) -> str:
+                max_request_chars: int | None = None) -> str:
   """Exports a fine-tuned SWAG model folder (`<run_swag --output_dir>/swag_model`) to
   `<export_dir>/<model_name>/<version>/` through the shared export path; returns that path. `version` None takes
   the next free one; `warmup`: examples (dicts of TEXT_INPUTS) for TF Serving's warmup requests. A request with a
