@@ -38,11 +38,12 @@ DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 
 # One request in a fresh process with tensorflow and tensorflow_text only (argv: export, inputs as JSON).
 _REQUEST = r"""
-import json, resource, sys, time
+import json, sys, time
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
-def peak_mb():
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_mb():  # this process's own peak (ru_maxrss would start at the parent's: it survives exec)
+  with open("/proc/self/status") as f:
+    return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 imported = peak_mb()
 loaded = tf.saved_model.load(sys.argv[1])  # kept: the signature reads its variables
 serve = loaded.signatures["serving_default"]

@@ -309,21 +309,31 @@ def _pairs_tsv(path, n: int) -> list[dict]:
   return pairs
 
 
+# Runs argv[2:] as a child of this small process and writes the child's peak RSS (KB) to argv[1]. A process's
+# ru_maxrss starts at its parent's when the parent's memory is big (it survives fork and exec): a child of the
+# pytest worker would report the worker's peak, not its own.
+_MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+  os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+  f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_measured(flags: list[str], stdout_path) -> tuple[subprocess.CompletedProcess, float]:
   """predict.py in a fresh process, its output into `stdout_path`; and its peak RSS in MB, the kernel's figure
-  for that process alone (os.wait4's; Linux counts ru_maxrss in KB)."""
+  for that process alone (`_MEASURE`; Linux counts ru_maxrss in KB)."""
+  peak = f"{stdout_path}.maxrss"
   with open(stdout_path, "w") as out:
-    process = subprocess.Popen([sys.executable, SCRIPT, *flags], cwd=th.REPO, env=th.python_env(), stdout=out,
-                               stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(240, process.kill)
-    timer.start()
-    try:
-      stderr = process.stderr.read()
-      _, status, usage = os.wait4(process.pid, 0)
-    finally:
-      timer.cancel()
-  process.returncode = os.waitstatus_to_exitcode(status)
-  return subprocess.CompletedProcess(process.args, process.returncode, "", stderr), usage.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", _MEASURE, peak, sys.executable, SCRIPT, *flags],
+                          cwd=th.REPO, env=th.python_env(), stdout=out, stderr=subprocess.PIPE, text=True,
+                          timeout=240)
+  with open(peak) as f:
+    return subprocess.CompletedProcess(done.args, done.returncode, "", done.stderr), int(f.read()) / 1024
 
 
 @pytest.mark.slow
