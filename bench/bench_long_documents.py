@@ -54,7 +54,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import bench_glue  # the harnesses' process, logging and model-location helpers (bench/ is this script's folder)
-
 from bert_tf.data.tokenization import FullTokenizer
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import metrics as squad_metrics

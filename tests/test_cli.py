@@ -167,7 +167,8 @@ def test_the_finetuning_config_is_built_from_the_flags(tmp_path):
   assert ft.bert_config == th.tiny_bert_config()
   assert built == dict(vocab_file=str(tmp_path / "vocab.txt"), bert_config_file=str(tmp_path / "bert_config.json"),
                        do_lower_case=True, do_train=True, do_eval=False, do_predict=False, max_seq_length=37,
-                       features_dir=None, dynamic_padding=False, export_dir=None, model_name=None, doc_stride=11)
+                       features_dir=None, dynamic_padding=False, export_dir=None, model_name=None,
+                       max_request_chars=500_000, doc_stride=11)
 
 
 def test_an_export_is_not_written_into_the_model_it_reads(tmp_path):

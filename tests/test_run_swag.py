@@ -153,7 +153,8 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
   from bert_tf.tasks.swag import serving as swag_serving
 
   exports = []
-  monkeypatch.setattr(swag_serving, "export_swag", lambda *args: exports.append(args) or "exported")
+  monkeypatch.setattr(swag_serving, "export_swag",
+                      lambda *args, **kwargs: exports.append((args, kwargs)) or "exported")
   said = []
   config = _config(workdir, do_eval=True, do_predict=True, init_checkpoint=str(out / "swag_model"),
                    output_dir=str(workdir / "again"), export_dir=str(workdir / "export"), model_name="swag_tiny")
@@ -191,7 +192,7 @@ def test_trains_evaluates_predicts_resumes_and_reloads(workdir, monkeypatch):
                                                                            "test_results.txt").read_text()
   assert f"SWAG test: accuracy {scored['accuracy']:.4f}  loss {scored['loss']:.4f} (7 examples)" in said
   assert _read_predictions(workdir / "scored" / "test_predictions.csv") == rows
-  assert exports == [(str(out / "swag_model"), str(workdir / "export"), "swag_tiny")]
+  assert exports == [((str(out / "swag_model"), str(workdir / "export"), "swag_tiny"), {"max_request_chars": None})]
   assert summary["export"] == "exported"
 
 
