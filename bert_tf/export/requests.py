@@ -488,12 +488,17 @@ def _rows(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _refusal(error: Exception) -> str:
   """The message of a model's tf.debugging assertion ("question must be valid UTF-8"), else the error's first
   line."""
-  import re
-
   from bert_tf.errors import first_line
 
+  return assertion_message(error) or first_line(error)[:500]
+
+
+def assertion_message(error: Exception) -> str | None:
+  """The message of a tf.debugging assertion that `error` reports ("question must be valid UTF-8"), else None."""
+  import re
+
   found = re.search(r"assertion failed: \[([^\]]*)\]", getattr(error, "message", "") or str(error))
-  return found.group(1) if found else first_line(error)[:500]
+  return found.group(1) if found else None
 
 
 def version_numbers(model_dir: str) -> list[int]:

@@ -92,9 +92,6 @@ def trim_padding(features: Mapping[str, tf.Tensor], multiple: int = LENGTH_MULTI
   return {name: value[..., :length] for name, value in features.items()}
 
 
-# -- The `encoded` signature's checks, shared by every task ---------------------------------------------------
-
-
 # -- Bounded memory: the encoder runs a request's sequences a slice at a time -----------------------------------
 
 # Sequences are run through the encoder at most this many tokens (rows x padded length) at a time, so the
@@ -167,6 +164,9 @@ def checked_text(name: str, text: tf.Tensor, max_chars: int, allow_blank: bool =
         "from 0); send text there", first)]))
   with tf.control_dependencies(checks):
     return tf.identity(text)
+
+
+# -- The `encoded` signature's checks, shared by every task ---------------------------------------------------
 
 
 def checked_encoded_inputs(config: Any, input_ids: tf.Tensor, input_mask: tf.Tensor,
@@ -331,9 +331,8 @@ def _run_warmup(function: Any, specs: Mapping[str, tf.TensorSpec], instances: Se
                 for name, spec in specs.items()})
   except (tf.errors.OpError, TypeError, ValueError) as e:
     # An in-graph check's own message (a blank text, the request limit) says more than the error's first line.
-    found = re.search(r"assertion failed: \[([^\]]*)\]", str(e))
     raise ValueError(f"warmup_instances: {signature_name!r} fails on them "
-                     f"({found.group(1) if found else errors.first_line(e)}); TF Serving "
+                     f"({serving_requests.assertion_message(e) or errors.first_line(e)}); TF Serving "
                      "would refuse to load the version: give examples the signature accepts") from None
 
 
