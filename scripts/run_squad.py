@@ -40,6 +40,10 @@ flags.DEFINE_enum("epoch_unit", "windows", list(EPOCH_UNITS), "What --num_train_
                   "a pass over the training windows, as Hugging Face's scripts) or questions (google-research's "
                   "run_squad.py: int(questions / train_batch_size * num_train_epochs) steps, a fraction of a pass "
                   "where contexts make several windows each).")
+flags.DEFINE_float("include_unknowns", -1.0, "If in (0, 1), keep each training window that holds no answer with "
+                   "this probability, and every window that holds one (google-research's flag of its Natural "
+                   "Questions and TyDi QA baselines): long documents, where most windows hold none, e.g. 0.1; "
+                   "negative keeps every window.")
 flags.DEFINE_integer("n_best_size", 20, "Answers kept per question in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.")
@@ -56,7 +60,8 @@ def _config():
       squad_run.SquadConfig, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
       version_2_with_negative=FLAGS.version_2_with_negative, null_score_diff_threshold=threshold,
       n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
-      max_query_length=FLAGS.max_query_length, epoch_unit=FLAGS.epoch_unit)
+      max_query_length=FLAGS.max_query_length, epoch_unit=FLAGS.epoch_unit,
+      include_unknowns=FLAGS.include_unknowns)
 
 
 def _run(config, say):

@@ -137,13 +137,16 @@ def test_trains_predicts_evaluates_and_later_predicts_at_the_stored_threshold(wo
 @pytest.fixture(scope="module")
 def refused(workdir):
   """The runs that must stop with one line, side by side (two cores; each is a TensorFlow start-up that needs
-  nothing of the other): {"bad_file": a run on a predict file with an answer outside its context,
+  nothing of the other): {"bad_file": a run on a predict file with an answer outside its context, "unknowns":
+  training with --include_unknowns=0,
   "casing": prediction with --do_lower_case=False from the model of the first test (None without it)}."""
   bad = build_fixture(True)
   bad["data"][0]["paragraphs"][0]["qas"][3]["answers"][0]["answer_start"] = len(_CONTEXTS[0])
   write_json(workdir / "bad.json", bad)
   runs = {"bad_file": ("--do_train", "--do_predict", "--train_file=train.json", "--predict_file=bad.json",
-                       "--init_checkpoint=model", "--output_dir=bad_out", "--features_dir=bad_features")}
+                       "--init_checkpoint=model", "--output_dir=bad_out", "--features_dir=bad_features"),
+          "unknowns": ("--do_train", "--train_file=train.json", "--init_checkpoint=model", "--output_dir=zero_out",
+                       "--include_unknowns=0")}
   if (workdir / "out" / "squad_model" / "squad.json").exists():
     runs["casing"] = ("--do_predict", "--init_checkpoint=out/squad_model", "--output_dir=out_cased",
                       "--do_lower_case=False")
@@ -180,6 +183,16 @@ loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("bert_tf", "keras_
 print(json.dumps({"loaded": loaded, "answers": {r[0]: {k: (v[i].decode() if isinstance(v[i], bytes) else v[i])
                                                           for k, v in out.items()} for i, r in enumerate(rows)}}))
 """
+
+
+def test_include_unknowns_of_zero_is_refused_with_one_line(workdir, refused):
+  result = refused["unknowns"]
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert errors == ["error: --include_unknowns=0: must be a probability in (0, 1] (the share of the training "
+                    "windows without an answer that are kept, e.g. 0.1 for long documents), or negative to keep "
+                    "every window (the default)"], result.stderr[-3000:]
+  assert not (workdir / "zero_out").exists()
 
 
 def test_export_answers_raw_questions_as_the_python_path_does(workdir):
@@ -281,7 +294,8 @@ def _long_document() -> dict:
 def test_an_epoch_is_a_pass_over_the_windows_unless_epoch_unit_is_questions(workdir, bert_uncased_vocab_file):
   """Training on a long document: by default int(windows / batch * epochs) steps, with --epoch_unit=questions
   google-research's int(questions / batch * epochs); each run says what an epoch is and warns that few windows
-  hold an answer (and, counted in questions, that the run sees a fraction of the windows)."""
+  hold an answer (and, counted in questions, that the run sees a fraction of the windows). With
+  --include_unknowns=0.25 the epoch is the 14 answer windows and 36 of the 161 others (`squad.keep_unknowns`)."""
   from bert_tf.data.tokenization import FullTokenizer
   from bert_tf.tasks.squad import data as squad
   from bert_tf.training import run_identity
@@ -298,6 +312,8 @@ def test_an_epoch_is_a_pass_over_the_windows_unless_epoch_unit_is_questions(work
   runs = {unit: (*common, f"--output_dir=long_{unit}", f"--features_dir=long_features_{unit}",
                  *([f"--epoch_unit={unit}"] if unit == "questions" else []))
           for unit in ("windows", "questions")}  # windows: the default, no flag
+  runs["unknowns"] = (*common, "--output_dir=long_unknowns", "--features_dir=long_features_unknowns",
+                      "--include_unknowns=0.25")
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
     done = {unit: run.result() for unit, run in {u: pool.submit(_run, workdir, *a) for u, a in runs.items()}.items()}
 
@@ -312,14 +328,20 @@ def test_an_epoch_is_a_pass_over_the_windows_unless_epoch_unit_is_questions(work
           f"an epoch is 7 questions (--epoch_unit=questions: 2.333 steps of {batch} windows), 0.04 of a pass over "
           "the 175 windows; 8.0 % of the windows hold an answer",
           f"warning: --epoch_unit=questions: 3 steps of {batch} windows are 0.0514 of a pass over the 175 training "
-          "windows, so most windows are never trained on"])}
+          "windows, so most windows are never trained on"]),
+      "unknowns": (int(50 / batch * epochs), [
+          f"an epoch is 50 windows of 7 questions (16.67 steps of {batch}); 28.0 % of the windows hold an answer "
+          "(--include_unknowns=0.25: each window without one kept with that probability)"])}
   for unit, (steps, lines) in expected.items():
     result = done[unit]
     assert result.returncode == 0, (unit, result.stderr[-3000:])
     summary = json.loads(result.stdout)
     assert (summary["train_steps"], summary["train_windows"], summary["train_examples"],
-            summary["train_answer_windows"]) == (steps, 175, 7, 14), unit
-    for line in [*lines, few]:
+            summary["train_answer_windows"]) == (steps, 50 if unit == "unknowns" else 175, 7, 14), unit
+    for line in [*lines, *([] if unit == "unknowns" else [few])]:
       assert line in result.stderr, (unit, line, result.stderr[-3000:])
-    assert run_identity.read(str(workdir / f"long_{unit}"))["settings"]["epoch_unit"] == unit
-  assert (expected["windows"][0], expected["questions"][0]) == (87, 3)
+    assert (few in result.stderr) == (unit != "unknowns")
+    settings = run_identity.read(str(workdir / f"long_{unit}"))["settings"]
+    assert (settings["epoch_unit"], settings.get("include_unknowns")) == (
+        "questions" if unit == "questions" else "windows", 0.25 if unit == "unknowns" else None)
+  assert (expected["windows"][0], expected["questions"][0], expected["unknowns"][0]) == (87, 3, 25)

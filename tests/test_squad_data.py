@@ -419,3 +419,29 @@ def test_window_size_errors(tokenizer):
     squad.convert_examples_to_features(examples, tokenizer, True)
   assert str(e.value) == ("example 0 (question 'q') has no answer position; read the file with is_training=True "
                           "to make training features")
+
+
+def test_keep_unknowns_keeps_every_answer_window_and_a_fixed_share_of_the_rest(files, tokenizer):
+  """--include_unknowns: every window holding its answer stays; each other one (no answer in it, or an impossible
+  question) stays with the given probability, chosen by its question id and window index, so the same windows
+  are kept whatever the examples' order; negative or 1 keeps all; 0 and > 1 are refused naming the flag."""
+  sizes = dict(max_seq_length=37, doc_stride=11, max_query_length=9)
+  examples = squad.read_squad_examples(files["v2"], is_training=True, version_2_with_negative=True).examples
+
+  def kept(order, include_unknowns):
+    ordered = [examples[i] for i in order]
+    windows = squad.convert_examples_to_features(ordered, tokenizer, True, **sizes)
+    return {(ordered[w.example_index].qas_id, w.doc_span_index, w.start_position)
+            for w in squad.keep_unknowns(windows, ordered, include_unknowns)}
+
+  forward, backward = list(range(len(examples))), list(range(len(examples)))[::-1]
+  every = kept(forward, -1.0)
+  answered = {w for w in every if w[2]}
+  assert kept(forward, 1.0) == every and len(every) == 772 and len(answered) == 253
+  third = kept(forward, 0.3)
+  assert third == kept(backward, 0.3)  # a window's fate does not depend on the examples' order
+  assert answered <= third and len(third - answered) == 129  # of the 519 windows without an answer
+  assert len(kept(forward, 0.02) - answered) == 12 and kept(forward, 0.3) >= kept(forward, 0.02)
+  for bad in (0.0, 1.5):
+    with pytest.raises(ValueError, match=rf"^--include_unknowns={bad:g}: must be a probability in \(0, 1\]"):
+      list(squad.keep_unknowns(iter(()), examples, bad))

@@ -26,6 +26,11 @@ takes each answer from the window that saw it best. For training, the answer's W
 its positions in the input; a window that does not hold the whole answer, and an impossible question, are
 labelled 0 (the [CLS] token), which the model learns as "no answer here".
 
+Long documents. When a context makes many windows, most training windows hold no answer, and the model learns
+mostly to point at [CLS]. `keep_unknowns` keeps every window that holds its answer and each other window with a
+given probability (google-research's `--include_unknowns` of its Natural Questions and TyDi QA baselines), decided
+by a hash of the question id and the window's index: the same windows on every run and every machine.
+
 Differences from the reference: bad input fails up front with one line naming the file and question
 (missing keys, an answer outside its context, bytes that are not UTF-8, no questions, repeated question ids)
 where the reference raises a KeyError or IndexError deep inside, or silently uses a negative index.
@@ -36,6 +41,7 @@ Pure Python (no TensorFlow).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -49,6 +55,8 @@ MAX_QUERY_LENGTH = 64
 # What --num_train_epochs counts: passes over the training windows (Hugging Face's scripts), or over the
 # questions they are cut from (google-research's run_squad.py: int(questions / batch * epochs) steps).
 EPOCH_UNITS = ("windows", "questions")
+# --include_unknowns' default: keep every window (google-research's "if positive, the probability ...").
+INCLUDE_ALL_UNKNOWNS = -1.0
 # Feature ids start here so they never collide with small indices (the reference's choice, kept so that
 # predictions and logs line up with it).
 FIRST_UNIQUE_ID = 1000000000
@@ -440,3 +448,34 @@ def _features(examples, tokenizer, is_training, max_seq_length, doc_stride, max_
                           token_is_max_context, input_ids, input_mask, segment_ids, start_position, end_position,
                           example.is_impossible)
       unique_id += 1
+
+
+def check_include_unknowns(include_unknowns: float) -> None:
+  """Raises ValueError unless `include_unknowns` is negative (keep every window) or in (0, 1]."""
+  if include_unknowns == 0 or include_unknowns > 1:
+    raise ValueError(f"--include_unknowns={include_unknowns:g}: must be a probability in (0, 1] (the share of the "
+                     "training windows without an answer that are kept, e.g. 0.1 for long documents), or negative "
+                     "to keep every window (the default)")
+
+
+def samples_unknowns(include_unknowns: float) -> bool:
+  """Whether `include_unknowns` drops some windows (it is in (0, 1))."""
+  return 0 < include_unknowns < 1
+
+
+def _unit_hash(qas_id: str, doc_span_index: int) -> float:
+  """A number in [0, 1) fixed by the question id and the window's index (no random state: reproducible)."""
+  digest = hashlib.sha256(f"{qas_id}\0{doc_span_index}".encode("utf-8")).digest()
+  return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def keep_unknowns(features: Iterator[SquadFeatures], examples: Sequence[SquadExample],
+                  include_unknowns: float) -> Iterator[SquadFeatures]:
+  """Training windows -> those that hold their answer (start_position > 0), and each other one (no answer in it,
+  or an impossible question) with probability `include_unknowns` (every one when it is negative or 1). Which
+  windows are kept depends only on the question's id and the window's index."""
+  check_include_unknowns(include_unknowns)
+  for feature in features:
+    if (not samples_unknowns(include_unknowns) or feature.start_position
+        or _unit_hash(examples[feature.example_index].qas_id, feature.doc_span_index) < include_unknowns):
+      yield feature

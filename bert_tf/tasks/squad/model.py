@@ -39,6 +39,7 @@ from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, sel
 from bert_tf.model.layers import truncated_normal
 from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
 from bert_tf.tasks.common.task import FineTuningTask
+from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad.data import SquadFeatures
 
 # The schema, declared once: name -> (shape, in training records, in evaluation records); `T` is max_seq_length.
@@ -134,13 +135,17 @@ def read_feature_file_info(path: str) -> SquadFeatureFile | None:
 
 def feature_file_path(features_dir: str, squad_file: str, vocab_file: str, is_training: bool,
                       version_2_with_negative: bool, do_lower_case: bool, max_seq_length: int, doc_stride: int,
-                      max_query_length: int, num_examples: int | None = None) -> str:
+                      max_query_length: int, num_examples: int | None = None,
+                      include_unknowns: float = squad.INCLUDE_ALL_UNKNOWNS) -> str:
   """Where the features of `squad_file` go under `features_dir`: named by a hash of everything that determines
-  them (the data and vocab files' contents, the flags, and `num_examples` when the run uses a prefix)."""
-  # Evaluation windows are stored shortest first (see `squad.run`), which the key says.
+  them (the data and vocab files' contents, the flags, `num_examples` when the run uses a prefix, and
+  `include_unknowns` when it drops windows: `squad.keep_unknowns`)."""
+  # Evaluation windows are stored shortest first (see `squad.run`), which the key says. Keeping every window
+  # adds nothing to the key, so files written before --include_unknowns existed keep their names.
+  sampled = [f"unknowns {include_unknowns!r}"] if squad.samples_unknowns(include_unknowns) else []
   key = feature_file_key(file_fingerprint(squad_file), file_fingerprint(vocab_file), is_training,
                          version_2_with_negative, do_lower_case, max_seq_length, doc_stride, max_query_length,
-                         num_examples, *([] if is_training else ["by length"]))
+                         num_examples, *([] if is_training else ["by length"]), *sampled)
   split = "train" if is_training else "eval"
   return f"{features_dir.rstrip('/')}/squad/{split}-{key}.tfrecord"
 

@@ -65,7 +65,9 @@ FEW_ANSWER_WINDOWS = 0.10
 class SquadConfig(finetuning.TaskRunConfig):
   """One SQuAD run: google-research's run_squad.py flags (same names and defaults) and the shared fine-tuning
   ones (`finetuning`: batch sizes, learning rate, epochs, warmup, strategy, precision...). New: --do_eval, the
-  official metrics on predict_file (implies predicting it); --epoch_unit, what --num_train_epochs counts."""
+  official metrics on predict_file (implies predicting it); --epoch_unit, what --num_train_epochs counts;
+  --include_unknowns, the share of training windows without an answer kept (google-research's flag of its Natural
+  Questions and TyDi QA baselines)."""
 
   train_file: str | None = None
   predict_file: str | None = None
@@ -80,6 +82,9 @@ class SquadConfig(finetuning.TaskRunConfig):
   # "windows": an epoch is a pass over the training windows; "questions": google-research's arithmetic, an epoch
   # is as many windows as there are questions (a fraction of a pass where contexts make several windows each).
   epoch_unit: str = "windows"
+  # In (0, 1): keep each training window without an answer with this probability (long documents, where most
+  # windows hold none); negative: keep every window. google-research's Natural Questions / TyDi QA flag.
+  include_unknowns: float = squad.INCLUDE_ALL_UNKNOWNS
   model_name: str | None = dataclasses.field(default="squad", kw_only=True)
 
   @property
@@ -107,6 +112,7 @@ class SquadConfig(finetuning.TaskRunConfig):
     squad.check_window_sizes(self.max_seq_length, self.doc_stride, self.max_query_length)
     if self.epoch_unit not in squad.EPOCH_UNITS:
       raise ValueError(f"--epoch_unit={self.epoch_unit}: must be one of {', '.join(squad.EPOCH_UNITS)}")
+    squad.check_include_unknowns(self.include_unknowns)
     squad_postprocess.check_sizes(self.n_best_size, self.max_answer_length)
     self.check_length_and_vocab()
     if not self.do_train and not is_model_dir(self.finetuning.init_checkpoint):
@@ -178,7 +184,9 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
   """(the cached feature file of `examples`, the windows when made or `is_training` is False, else None)."""
   target = squad_model.feature_file_path(config.features_dir, path, config.vocab_file, is_training,
                                          config.version_2_with_negative, config.do_lower_case,
-                                         config.max_seq_length, config.doc_stride, config.max_query_length)
+                                         config.max_seq_length, config.doc_stride, config.max_query_length,
+                                         include_unknowns=config.include_unknowns if is_training
+                                         else squad.INCLUDE_ALL_UNKNOWNS)
   # Evaluation windows shortest first (stable): batches of similar lengths, so dynamic padding leaves little
   # padding to compute. Post-processing groups windows by question, so their order does not matter there. They
   # are labelled from the gold answers where the file has them (`with_gold_positions`): the evaluation loss.
@@ -187,8 +195,9 @@ def _feature_file(config: SquadConfig, path: str, examples, tokenizer, is_traini
       config.doc_stride, config.max_query_length), key=lambda window: sum(window.input_mask))
   start = time.perf_counter()
   info, reused = squad_model.cached_feature_file(
-      target, lambda: windows if windows is not None else squad.convert_examples_to_features(
+      target, lambda: windows if windows is not None else squad.keep_unknowns(squad.convert_examples_to_features(
           examples, tokenizer, True, config.max_seq_length, config.doc_stride, config.max_query_length),
+          examples, config.include_unknowns),
       is_training)
   kind = "training" if is_training else "evaluation"
   if reused:
@@ -212,6 +221,9 @@ def describe_epoch(config: SquadConfig, num_questions: int,
   windows, batch = info.num_features, config.finetuning.train_batch_size
   share = (windows - info.num_unanswered) / max(windows, 1)
   answers = f"{100 * share:.1f} % of the windows hold an answer"
+  if squad.samples_unknowns(config.include_unknowns):
+    answers += (f" (--include_unknowns={config.include_unknowns:g}: each window without one kept with that "
+                "probability)")
   warnings = []
   if config.epoch_unit == "windows":
     line = f"{finetuning.epoch_line(windows, num_questions, 'questions', batch)}; {answers}"
@@ -235,7 +247,8 @@ def describe_epoch(config: SquadConfig, num_questions: int,
         f"at --doc_stride={config.doc_stride}). A longer --max_seq_length (up to the model's "
         f"{config.finetuning.bert_config.max_position_embeddings} positions) raises the share; a larger --doc_stride "
         "makes fewer, less overlapping windows (a shorter epoch); more --num_train_epochs trains on each answer more "
-        "often (docs/squad.md, long documents)")
+        "often, and --include_unknowns=0.1 keeps a tenth of the windows without one (docs/squad.md, long "
+        "documents)")
   return line, warnings
 
 
@@ -330,6 +343,9 @@ class SquadRun(driver.TaskRun):
                 "version_2_with_negative": config.version_2_with_negative, "max_seq_length": config.max_seq_length,
                 "doc_stride": config.doc_stride, "max_query_length": config.max_query_length,
                 "epoch_unit": config.epoch_unit,
+                # Only when it drops windows: a run from before the flag keeps its identity.
+                **({"include_unknowns": config.include_unknowns}
+                   if squad.samples_unknowns(config.include_unknowns) else {}),
                 "do_lower_case": config.do_lower_case, "vocab_file": run_identity.file_entry(config.vocab_file),
                 **run_identity.finetuning_settings(config.finetuning)}
     return run_identity.RunIdentity("squad", settings, {"num_train_epochs": config.finetuning.num_train_epochs})
