@@ -5,7 +5,8 @@ Local paths go through Python's own file functions; a path with a scheme (`gs://
 the data scripts and their worker processes short.
 
 Outputs are written under a temporary name and renamed into place, so a run that fails or is killed never
-leaves a file that looks complete.
+leaves a file that looks complete. The temporary names the writing process, so that the next writer in that folder
+removes what a killed one left (`temp_path_for`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import glob as _glob
 import hashlib
+import logging
 import os
 import posixpath
 import random
@@ -22,6 +24,8 @@ import socket
 import uuid
 import zlib
 from typing import Mapping, Sequence
+
+log = logging.getLogger(__name__)
 
 
 def cache_dir() -> str:
@@ -188,12 +192,19 @@ def create_new(path: str, text: str) -> bool:
   return True
 
 
-def temp_path_for(path: str, owner: str = "") -> str:
-  """A hidden sibling of `path` that `commit` later renames onto it; unique per call. `owner`
-  (`owner_tag()`) names the writing process, so that a later run can tell a dead writer's leftover
-  (`remove_dead_leftovers`) from a live one's."""
+# The names `temp_path_for` gives (and ones without the owner tag), for a sweep by a process holding the folder's lock.
+TEMP_NAME = re.compile(r"^\..+\.tmp-[0-9a-f]{8}(\.owner-[0-9a-f]{8}-\d+)?$")
+
+
+def temp_path_for(path: str) -> str:
+  """A hidden sibling of `path` that `commit` later renames onto it, unique per call and named after this process:
+  `.<name>.tmp-<8 hex>.owner-<machine>-<pid>` (`owner_tag`). Locally it first removes what writers that no longer
+  run left in that folder (`remove_dead_temporaries`): every command that writes somewhere cleans up there after
+  the runs that were killed before it."""
   head, tail = os.path.split(path)
-  return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}" + (f".{owner}" if owner else ""))
+  if not is_remote(path):
+    remove_dead_temporaries(head or ".")
+  return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}.{owner_tag()}")
 
 
 def commit(temp: str, path: str) -> None:
@@ -387,27 +398,54 @@ def process_alive(pid: int, start: int | None) -> bool:
 _OWNER = re.compile(r"owner-([0-9a-f]{8})-(\d+)")
 
 
+def _machine() -> str:
+  """The first part of an owner tag: a hash of the host name and the pid namespace, since two containers of one
+  host that share a folder each number their processes on their own."""
+  try:
+    namespace = os.readlink("/proc/self/ns/pid")
+  except OSError:  # not Linux: the host name alone
+    namespace = ""
+  return f"{zlib.crc32(f'{socket.gethostname()} {namespace}'.encode()):08x}"
+
+
 def owner_tag() -> str:
-  """`owner-<host hash>-<pid>`, for the name of a temporary file or folder this process writes, so that a later
+  """`owner-<machine>-<pid>`, for the name of a temporary file or folder this process writes, so that a later
   run can remove it once this process is gone (`remove_dead_leftovers`)."""
-  return f"owner-{zlib.crc32(socket.gethostname().encode()):08x}-{os.getpid()}"
+  return f"owner-{_machine()}-{os.getpid()}"
 
 
 def remove_dead_leftovers(directory: str, prefix: str) -> list[str]:
-  """Removes the entries of local `directory` named `prefix`... with an `owner_tag` of a process of this host that
-  is no longer running (killed mid-write); returns them. Other hosts' and live processes' entries stay."""
+  """Removes the entries of local `directory` named `prefix`... with an `owner_tag` of a process of this machine
+  that is no longer running (killed mid-write); returns them. Other machines' and live processes' entries stay, and
+  so does one this user may not remove (another user's, in a shared folder such as /tmp)."""
   if not os.path.isdir(directory):
     return []
-  host = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+  machine = _machine()
   removed = []
   for name in sorted(os.listdir(directory)):
     found = _OWNER.search(name)
-    if not name.startswith(prefix) or not found or found.group(1) != host or process_alive(int(found.group(2)), None):
+    if not name.startswith(prefix) or not found or found.group(1) != machine or \
+        process_alive(int(found.group(2)), None):
       continue
     path = os.path.join(directory, name)
-    if os.path.isdir(path):
-      shutil.rmtree(path, ignore_errors=True)
-    else:
-      os.remove(path)
+    try:
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+    except (FileNotFoundError, PermissionError):  # another run removed it first; another user's
+      continue
     removed.append(path)
+  return removed
+
+
+def remove_dead_temporaries(folder: str) -> list[str]:
+  """Removes the temporaries (`temp_path_for`'s names, and the files named after one) in local `folder` that a
+  process of this machine left and that no longer runs (a killed run's), logging one line for each; returns them.
+  Those of every output, not one: feature files are named by their settings, so the rerun that would write the same
+  name again may never come. Another machine's temporaries, and those of a process that runs, stay."""
+  removed = remove_dead_leftovers(folder, ".")
+  for path in removed:
+    pid = _OWNER.search(os.path.basename(path)).group(2)
+    log.warning("removed %s, left by process %s that is no longer running", path, pid)
   return removed

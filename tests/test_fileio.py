@@ -1,8 +1,11 @@
-"""Tests for bert_tf.fileio's checks of outputs against inputs, in process and through the data scripts."""
+"""Tests for bert_tf.fileio: checks of outputs against inputs (in process and through the data scripts), and the
+temporaries of killed writers."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -116,3 +119,46 @@ def test_data_scripts_refuse_an_output_that_is_an_input_before_any_work(tmp_path
       done.stderr[-3000:]
   # Every input byte for byte, and nothing written beside them (no output, no temporary).
   assert {path: path.read_bytes() for path in work.rglob("*") if path.is_file()} == before
+
+
+# -- Temporaries of killed writers ------------------------------------------------------------------------------
+
+
+def _ended_pid() -> int:
+  """The pid of a process of this machine that has ended (and been reaped)."""
+  ended = subprocess.Popen(["true"])
+  ended.wait()
+  return ended.pid
+
+
+def test_remove_dead_temporaries_removes_a_dead_writers_only_and_logs_each(tmp_path, caplog):
+  pid, machine = _ended_pid(), fileio.owner_tag().rsplit("-", 1)[0]
+  dead = f"{machine}-{pid}"
+  (tmp_path / f".a.tfrecord.tmp-01234567.{dead}").write_bytes(b"x" * 100)
+  (tmp_path / f".a.tfrecord.shards.tmp-89abcdef.{dead}").mkdir()
+  (tmp_path / f".a.tfrecord.shards.tmp-89abcdef.{dead}" / "shard00000.tfrecord").write_bytes(b"x")
+  (tmp_path / f".train-0123456789ab.tfrecord.tmp-00ff00ff.{dead}").write_bytes(b"x")  # another output's
+  kept = [f".a.tfrecord.tmp-0123abcd.{fileio.owner_tag()}",  # this live process's
+          f".a.tfrecord.tmp-01234567.owner-00000000-{pid}",  # another machine's
+          ".a.tfrecord.tmp-01234567",  # no owner: not known to be dead
+          f"a.tfrecord.{dead}", "a.tfrecord"]  # not hidden: not a temporary
+  for name in kept:
+    (tmp_path / name).write_text("x")
+  with caplog.at_level(logging.WARNING, logger="bert_tf.fileio"):
+    removed = fileio.remove_dead_temporaries(str(tmp_path))
+  assert removed == [str(tmp_path / name) for name in (
+      f".a.tfrecord.shards.tmp-89abcdef.{dead}", f".a.tfrecord.tmp-01234567.{dead}",
+      f".train-0123456789ab.tfrecord.tmp-00ff00ff.{dead}")]
+  assert caplog.messages == [f"removed {path}, left by process {pid} that is no longer running" for path in removed]
+  assert sorted(os.listdir(tmp_path)) == sorted(kept)
+  assert fileio.remove_dead_temporaries(str(tmp_path / "absent")) == []
+
+
+def test_temporary_names_carry_their_owner_and_making_one_removes_dead_ones(tmp_path):
+  left = tmp_path / f".b.txt.tmp-01234567.{fileio.owner_tag().rsplit('-', 1)[0]}-{_ended_pid()}"
+  left.write_text("x")
+  temp = fileio.temp_path_for(str(tmp_path / "b.txt"))
+  assert re.fullmatch(rf"{tmp_path}/\.b\.txt\.tmp-[0-9a-f]{{8}}\.{fileio.owner_tag()}", temp)
+  assert fileio.TEMP_NAME.match(os.path.basename(temp)) and not left.exists()
+  fileio.write_text_atomic(str(tmp_path / "b.txt"), "b\n")
+  assert os.listdir(tmp_path) == ["b.txt"]

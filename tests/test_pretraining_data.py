@@ -3,13 +3,17 @@
 import gzip
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.data import corpus, instances, pretraining_data, records, tokenization
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -408,3 +412,98 @@ def test_output_files_that_would_hold_no_record_are_refused(user_folder, mode, e
                          "--output_file=out/a.tfrecord,out/b.tfrecord,out/c.tfrecord")
   assert_one_line_error(result, expected)
   assert not (user_folder / "out").exists() or os.listdir(user_folder / "out") == []
+
+
+# -- A killed run: no process outlives it, and its rerun removes what it left -------------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+  """/proc/<pid>/stat's fields after the command name (state, ppid, ...; start time at 19), or None."""
+  try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+      return f.read().decode("utf-8", "replace").rsplit(")", 1)[1].split()
+  except OSError:
+    return None
+
+
+def _descendants(root: int) -> dict[int, str]:
+  """Every process below `root` now: pid -> its start time."""
+  children: dict[int, list[int]] = {}
+  for entry in os.listdir("/proc"):
+    fields = _stat(int(entry)) if entry.isdigit() else None
+    if fields:
+      children.setdefault(int(fields[1]), []).append(int(entry))
+  found, todo = {}, [root]
+  while todo:
+    for pid in children.get(todo.pop(), []):
+      if (fields := _stat(pid)) is not None:
+        found[pid] = fields[19]
+        todo.append(pid)
+  return found
+
+
+def _ended_pid() -> int:
+  ended = subprocess.Popen(["true"])
+  ended.wait()
+  return ended.pid
+
+
+def _running(pid: int, start: str) -> bool:
+  fields = _stat(pid)
+  return fields is not None and fields[19] == start and fields[0] != "Z"  # a zombie has ended
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_run_leaves_no_process_and_its_rerun_removes_its_temporaries(tmp_path, bert_uncased_vocab_file):
+  corpus_file = tmp_path / "corpus.txt"
+  corpus_file.write_text(corpus.default_corpus_text(), encoding="utf-8")
+  flags = [f"--input_file={corpus_file}", f"--vocab_file={bert_uncased_vocab_file}", "--num_shards=4",
+           "--dupe_factor=3", "--num_workers=2"]
+  out = tmp_path / "killed"
+  command = [sys.executable, os.path.join(SCRIPTS, "create_pretraining_data.py"), *flags,
+             f"--output_file={out}/pre.tfrecord"]
+  script = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  tree = {}
+  try:
+    # Killed mid-run: the first shard is written, the workers are on the next ones.
+    for line in script.stderr:
+      if "shard 1/4" in line:
+        break
+    tree = _descendants(script.pid)
+    workers = [pid for pid in tree if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+    assert len(workers) == 2, (tree, script.poll())
+    script.kill()
+    # A caller reading the command's output sees its end at once: no process is left holding it.
+    script.communicate(timeout=10)
+    deadline = time.time() + 5
+    while any(_running(pid, start) for pid, start in tree.items()) and time.time() < deadline:
+      time.sleep(0.05)
+    assert [pid for pid, start in tree.items() if _running(pid, start)] == []
+  finally:
+    script.kill()
+    for pid, start in tree.items():
+      if _running(pid, start):
+        os.kill(pid, signal.SIGKILL)
+  owner = f"{fileio.owner_tag().rsplit('-', 1)[0]}-{script.pid}"
+  left = sorted(os.listdir(out))
+  assert [re.sub(r"tmp-[0-9a-f]{8}", "tmp-<hex>", name) for name in left] == [
+      f".pre.tfrecord.shards.tmp-<hex>.{owner}", f".pre.tfrecord.tmp-<hex>.{owner}"]
+
+  rerun = run_script(*flags, f"--output_file={out}/pre.tfrecord")
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  assert [line.split(" ", 2)[2] for line in rerun.stderr.splitlines() if " removed " in line] == [
+      f"removed {out}/{name}, left by process {script.pid} that is no longer running" for name in left]
+  assert sorted(os.listdir(out)) == ["pre.tfrecord", "pre.tfrecord.stats.json"]
+  whole = run_script(*flags, f"--output_file={tmp_path}/whole/pre.tfrecord")
+  assert whole.returncode == 0, whole.stderr[-2000:]
+  assert (out / "pre.tfrecord").read_bytes() == (tmp_path / "whole" / "pre.tfrecord").read_bytes()
+
+
+def test_a_worker_started_by_a_parent_that_is_already_gone_exits_at_once():
+  # The kill can come before the worker asks to die with its parent; it then has another parent already.
+  code = ("import sys; from bert_tf.data import pretraining_data; "
+          "pretraining_data._die_with_parent(int(sys.argv[1])); print('working')")
+  for parent, expected in ((os.getpid(), (0, "working\n")), (_ended_pid(), (1, ""))):
+    done = subprocess.run([sys.executable, "-c", code, str(parent)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == expected, done.stderr[-2000:]

@@ -18,6 +18,7 @@ Every output is written under a temporary name and renamed into place only when 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import dataclasses
 import functools
 import json
@@ -27,7 +28,10 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 from typing import Callable, Iterator, Sequence
 
@@ -207,6 +211,38 @@ _worker_state: dict = {}
 
 def _init_worker(tokenizer_spec: TokenizerSpec, vocab: dict, config, vocab_ids) -> None:
   _worker_state.update(tokenizer=tokenizer_spec.build(vocab), config=config, vocab_ids=vocab_ids)
+
+
+def _init_pool_worker(parent_pid: int, *args) -> None:
+  """The process pool's initializer: this worker ends with the command (`_die_with_parent`), then `_init_worker`."""
+  _die_with_parent(parent_pid)
+  _init_worker(*args)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> None:
+  """Ends this process when its parent `parent_pid` ends, however it ends, SIGKILL included. Otherwise a worker of
+  a killed command lives on, waiting on its pipes and holding the command's standard output open, so that a caller
+  reading that output never sees its end. Linux: the kernel sends SIGKILL when the parent's thread that started this
+  process ends (PR_SET_PDEATHSIG); ProcessPoolExecutor starts workers in the thread that submits, the command's.
+  Elsewhere a thread checks every second."""
+  if sys.platform.startswith("linux"):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+  else:
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+  # A parent that died before the signal was asked for sends none: this process then has another parent already.
+  if os.getppid() != parent_pid:
+    os._exit(1)
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+  while os.getppid() == parent_pid:
+    time.sleep(1)
+  os._exit(1)
 
 
 def _run_shard(shard_index: int, random_seed: int, document_lines: list, temp_path: str) -> tuple[str, Stats]:
@@ -415,8 +451,12 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
              f"ETA {eta:,.0f} s")
 
   # Workers write each shard to a local temporary file (no TensorFlow needed there); this process appends it to
-  # its output, which may be on gs://.
-  shard_dir = tempfile.mkdtemp(prefix="bert_tf_shards_")
+  # its output, which may be on gs://. Local shards go beside the first output (a remote one's: in the machine's
+  # temporary folder), in a hidden folder named after this process, which the next run removes if this one is killed.
+  first = run.output_files[0]
+  shard_dir = fileio.temp_path_for(
+      os.path.join(tempfile.gettempdir(), "bert_tf_shards") if fileio.is_remote(first) else first + ".shards")
+  os.mkdir(shard_dir)
 
   def shard_temp(shard_index: int) -> str:
     return os.path.join(shard_dir, f"shard{shard_index:05d}.tfrecord")
@@ -431,7 +471,7 @@ def _run_sharded(run, config, vocab, vocab_ids, stats, progress) -> int:
       # Spawned, not forked: this process has TensorFlow loaded, whose thread pools do not survive a fork.
       executor = concurrent.futures.ProcessPoolExecutor(
           max_workers=run.num_workers, mp_context=multiprocessing.get_context("spawn"),
-          initializer=_init_worker, initargs=(run.tokenizer, vocab, config, vocab_ids))
+          initializer=_init_pool_worker, initargs=(os.getpid(), run.tokenizer, vocab, config, vocab_ids))
       pending: dict[int, concurrent.futures.Future] = {}
       next_to_finish = 0
       # At most num_workers + 1 shards are in flight, which bounds the memory of this process too.

@@ -237,12 +237,12 @@ class TFRecordFileWriter:
   """Writes serialized records to `path` (local or gs://) under a temporary name; `close()` renames it into
   place, `abort()` deletes it, so an interrupted run never leaves a complete-looking file."""
 
-  def __init__(self, path: str, owner: str = ""):
+  def __init__(self, path: str):
     from bert_tf import fileio
 
     fileio.makedirs_for(path)
     self.path = path
-    self.temp_path = fileio.temp_path_for(path, owner)  # owner: see fileio.temp_path_for
+    self.temp_path = fileio.temp_path_for(path)
     self._writer = fileio.open_file(self.temp_path, "wb")
 
   def write(self, record: bytes) -> None:

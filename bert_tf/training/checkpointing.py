@@ -40,7 +40,7 @@ from bert_tf.errors import DiskFull, first_line, is_disk_full
 from bert_tf.training import distribute
 
 # Hidden temporaries of fileio.temp_path_for / model.checkpoints' directory writes: `.<name>.tmp-<8 hex>`.
-_TEMP_NAME = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")
+_TEMP_NAME = fileio.TEMP_NAME
 
 
 class Checkpointer:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from typing import Callable
 
 import keras
@@ -192,8 +191,7 @@ def write_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, path: str
     outputs = encoder(select_inputs(batch, INPUT_NAMES, "write_layer_file"), training=False)
     return tf.cast(tf.stack(feature_choice.stacked_outputs(outputs), axis=2), tf.float32)  # [B, T', L+1, H]
 
-  # Named after this process: the next run removes what a killed one left (`cached_layer_file`).
-  writer = records.TFRecordFileWriter(path, owner=fileio.owner_tag())
+  writer = records.TFRecordFileWriter(path)
   count = words = 0
   try:
     for batch in dataset:
@@ -229,9 +227,6 @@ def cached_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, features
   info = read_description(path, LayerFile)
   if info is not None:
     return info, True
-  if not fileio.is_remote(path):
-    for leftover in fileio.remove_dead_leftovers(os.path.dirname(path), "."):
-      say(f"removed {leftover}, left by an interrupted run")
   return write_layer_file(encoder, windows, path, batch_size, fingerprint, say), False
 
 
