@@ -1,5 +1,5 @@
-"""bert_tf.training.checkpointing: the stop request while TensorFlow runs, a second Ctrl-C, and the clean-up of
-what interrupted saves leave behind."""
+"""bert_tf.training.checkpointing: the stop request while TensorFlow runs, a second Ctrl-C, the clean-up of
+what interrupted saves leave behind, and damaged checkpoints set aside."""
 
 import os
 import subprocess
@@ -7,9 +7,11 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import training_helpers as th
+from bert_tf.errors import UserError
 from bert_tf.training import checkpointing
 
 # The main thread sits in one TensorFlow call that ends only when `stop` is set: only the watcher thread (which
@@ -124,3 +126,56 @@ def test_an_in_graph_stop_ends_a_host_loop_after_the_step_in_flight(tmp_path):
   run._stop.assign(True)
   _, done = run._loop_fn(run.iterator, tf.constant(40))
   assert int(done) == 1  # at least one step, then the stop
+
+
+def test_damaged_checkpoints_are_set_aside_renamed_and_the_newest_intact_one_restored(tmp_path):
+  """Issue 40 (4): a damaged newest checkpoint stopped the resume with a traceback although the one before was
+  intact."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  directory = tmp_path / "checkpoints"
+  v = tf.Variable([1.0, 2.0, 3.0])
+  writer = checkpointing.Checkpointer(str(directory), strategy, v=v)
+  for step in (3, 6, 9):
+    v.assign([step] * 3)
+    writer.save(step)
+  th.damage_checkpoint(directory / "ckpt-9", "index")
+  th.damage_checkpoint(directory / "ckpt-6", "data")
+  damaged = {name: (directory / name).read_bytes() for name in os.listdir(directory)
+             if name.startswith(("ckpt-6.", "ckpt-9."))}
+  resumed = checkpointing.Checkpointer(str(directory), strategy, v=tf.Variable([0.0, 0.0, 0.0]))
+  assert resumed.set_aside_damaged() == [str(directory / "ckpt-9"), str(directory / "ckpt-6")]
+  # Renamed, not deleted, byte for byte; the state file names the intact one alone.
+  assert {name: (directory / f"{name}.damaged").read_bytes() for name in damaged} == damaged
+  assert sorted(os.listdir(directory)) == sorted(["checkpoint", "ckpt-3.index", "ckpt-3.data-00000-of-00001",
+                                                  *(f"{name}.damaged" for name in damaged)])
+  assert (directory / "checkpoint").read_text().splitlines()[:2] == ['model_checkpoint_path: "ckpt-3"',
+                                                                   'all_model_checkpoint_paths: "ckpt-3"']
+  assert resumed.restore() == str(directory / "ckpt-3")
+  np.testing.assert_equal(resumed.checkpoint.v.numpy(), [3.0, 3.0, 3.0])
+  # The resumed run writes ckpt-6 again; the files set aside stay beside it, and a second damage of ckpt-6 is
+  # set aside under its own name.
+  resumed.checkpoint.v.assign([6.0] * 3)
+  assert resumed.save(6) == str(directory / "ckpt-6") == resumed.latest()
+  th.damage_checkpoint(directory / "ckpt-6", "index")
+  again = checkpointing.Checkpointer(str(directory), strategy, v=tf.Variable([0.0, 0.0, 0.0]))
+  assert again.set_aside_damaged() == [str(directory / "ckpt-6")]
+  assert {"ckpt-6.index.damaged-2", "ckpt-6.data-00000-of-00001.damaged-2"} <= set(os.listdir(directory))
+  assert again.restore() == str(directory / "ckpt-3")
+
+
+def test_with_no_intact_checkpoint_the_error_names_the_folder_and_the_choices_and_moves_nothing(tmp_path):
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  directory = tmp_path / "checkpoints"
+  writer = checkpointing.Checkpointer(str(directory), strategy, v=tf.Variable(1.0))
+  writer.save(2)
+  writer.save(4)
+  th.damage_checkpoint(directory / "ckpt-4", "index")
+  th.damage_checkpoint(directory / "ckpt-2", "data")
+  files = sorted(os.listdir(directory))
+  with pytest.raises(UserError) as caught:
+    checkpointing.Checkpointer(str(directory), strategy, v=tf.Variable(0.0)).set_aside_damaged()
+  assert str(caught.value) == (
+      f"{directory}: no checkpoint there can be read (ckpt-4: ckpt-4.index: block checksum mismatch; ckpt-2: "
+      "ckpt-2.data-00000-of-00001: truncated: Read less bytes than requested): start the run over with "
+      "--overwrite_output_dir, or give another --output_dir")
+  assert sorted(os.listdir(directory)) == files

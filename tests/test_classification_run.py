@@ -435,6 +435,24 @@ def test_script_stops_bad_inputs_before_training_with_one_line(tmp_path, pretrai
                   "model/bert_config.json, beside it)"), line
 
 
+def test_a_damaged_init_checkpoint_is_one_line_naming_the_file_before_any_work(tmp_path, pretrained):
+  """Issue 40 (6): --init_checkpoint with a corrupt .index ("block checksum mismatch") or its .data cut short was a
+  traceback."""
+  directory, _, _ = pretrained
+  for how in ("index", "data"):
+    shutil.copytree(directory, tmp_path / how / "model")
+    write_mrpc(tmp_path / how / "MRPC", sizes=(9, 5, 3))
+    th.damage_checkpoint(tmp_path / how / "model" / "encoder_checkpoint" / "encoder", how)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    index, data = pool.map(lambda how: _run_script(tmp_path / how, "--init_checkpoint=model"), ("index", "data"))
+  fix = "copy it again, or write it again with the command that made it, or give another checkpoint"
+  assert _one_error_line(index) == ("error: model/encoder_checkpoint/encoder.index: damaged (block checksum mismatch); "
+                                    f"{fix}")
+  assert _one_error_line(data) == ("error: model/encoder_checkpoint/encoder.data-00000-of-00001: damaged (truncated: "
+                                   f"Read less bytes than requested); {fix}")
+  assert sorted(os.listdir(tmp_path / "index")) == ["MRPC", "model"]  # nothing written
+
+
 def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file(tmp_path, pretrained):
   directory, vocab, bert_config = pretrained
   other = dataclasses.replace(bert_config, intermediate_size=bert_config.intermediate_size + 2)

@@ -665,3 +665,29 @@ def test_a_truncated_safetensors_file_or_a_bad_config_json_is_named(tmp_path):
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(ValueError, match=f"^{tmp_path / 'config.json'}: {error}"):
       convert.load_hf(str(tmp_path))
+
+
+def test_script_on_a_damaged_checkpoint_is_one_line_naming_the_file(tiny_pretrainer, tmp_path):
+  """Issue 40 (6): an `ours` checkpoint with a corrupt .index ("block checksum mismatch") or a google-research one
+  with its .data cut short was a traceback."""
+  import concurrent.futures
+
+  import training_helpers as th
+
+  convert.save_ours(tiny_converted(tiny_pretrainer), str(tmp_path / "ours"))
+  th.damage_checkpoint(tmp_path / "ours" / "encoder" / "ckpt-1", "index")
+  convert.save_tf1(tiny_converted(tiny_pretrainer), str(tmp_path / "tf1"))
+  th.damage_checkpoint(tmp_path / "tf1" / "bert_model.ckpt", "data")
+  script = os.path.join(REPO, "scripts", "convert_checkpoint.py")
+  runs = [("ours", "hf"), ("tf1", "ours")]
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    ours, tf1 = pool.map(lambda run: th.run_python([
+        script, f"--input_format={run[0]}", f"--input={tmp_path / run[0]}", f"--output_format={run[1]}",
+        f"--output_dir={tmp_path / 'out' / run[0]}"]), runs)
+  fix = "copy it again, or write it again with the command that made it, or give another checkpoint"
+  for result, line in ((ours, f"error: {tmp_path}/ours/encoder/ckpt-1.index: damaged (block checksum mismatch); {fix}"),
+                       (tf1, f"error: {tmp_path}/tf1/bert_model.ckpt.data-00000-of-00001: damaged (truncated: Read "
+                             f"less bytes than requested); {fix}")):
+    assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, line), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+  assert not os.path.exists(tmp_path / "out")

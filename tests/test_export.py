@@ -64,3 +64,22 @@ def test_the_task_scripts_keep_their_flags(task, flag):
   shown = th.run_python([os.path.join(th.REPO, "scripts", f"export_{task}.py"), "--help"]).stdout
   assert f"  --{flag}: A fine-tuned" in shown and "  --model_dir" not in shown
   assert ("  --n_best_size" in shown) == (task == "squad")
+
+
+def test_export_py_on_a_damaged_model_folder_is_one_line_naming_the_file(tmp_path):
+  """Issue 40 (6): a model folder whose model.index is corrupt or whose model.data-* is cut short was a traceback."""
+  import concurrent.futures
+
+  script = os.path.join(th.REPO, "scripts", "export.py")
+  for how in ("index", "data"):
+    th.damage_checkpoint(os.path.join(_fake_model_dir(tmp_path / how, "classifier.json"), "model"), how)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    index, data = pool.map(lambda how: th.run_python([script, f"--model_dir={tmp_path / how}",
+                                                      f"--export_dir={tmp_path / 'export'}"]), ("index", "data"))
+  fix = "copy it again, or write it again with the command that made it, or give another checkpoint"
+  for result, line in ((index, f"error: {tmp_path}/index/model.index: damaged (block checksum mismatch); {fix}"),
+                       (data, f"error: {tmp_path}/data/model.data-00000-of-00001: damaged (truncated: Read less bytes "
+                              f"than requested); {fix}")):
+    assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, line), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+  assert not os.path.exists(tmp_path / "export")

@@ -243,6 +243,36 @@ def test_the_lock_on_gcs_is_created_by_exactly_one_of_two_runs(gcs, monkeypatch)
   assert not tf.io.gfile.exists("gs://bert-tf-test/lock/run/.lock")
 
 
+def test_a_damaged_checkpoint_on_gcs_is_set_aside_and_the_state_file_names_the_intact_one(gcs):
+  """Issue 40 (4) on gs://: a data file cut short reads as "EOF reached"; the rewritten state file names its
+  checkpoint relative to the folder, as CheckpointManager writes it."""
+  from bert_tf.model import checkpoints
+  from bert_tf.training import checkpointing
+
+  directory = "gs://bert-tf-test/damaged/checkpoints"
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  v = tf.Variable([1.0, 2.0])
+  writer = checkpointing.Checkpointer(directory, strategy, v=v)
+  for step in (2, 4):
+    v.assign([step] * 2)
+    writer.save(step)
+  data = f"{directory}/ckpt-4.data-00000-of-00001"
+  cut = _read(data)[:16]
+  with tf.io.gfile.GFile(data, "wb") as f:
+    f.write(cut)
+  path, reason = checkpoints.damage(f"{directory}/ckpt-4")
+  assert path == data and reason.startswith("truncated: EOF reached. Requested to read "), reason
+  resumed = checkpointing.Checkpointer(directory, strategy, v=tf.Variable([0.0, 0.0]))
+  assert resumed.set_aside_damaged() == [f"{directory}/ckpt-4"]
+  assert sorted(tf.io.gfile.listdir(directory)) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+                                                   "ckpt-4.data-00000-of-00001.damaged", "ckpt-4.index.damaged"]
+  assert _read(data + ".damaged") == cut
+  assert _read(f"{directory}/checkpoint").decode().splitlines()[:2] == [
+      'model_checkpoint_path: "ckpt-2"', 'all_model_checkpoint_paths: "ckpt-2"']
+  assert resumed.restore() == f"{directory}/ckpt-2"
+  np.testing.assert_equal(resumed.checkpoint.v.numpy(), [2.0, 2.0])
+
+
 def test_an_export_is_published_on_gcs_with_saved_model_pb_last_and_never_over_an_existing_version(
     gcs, monkeypatch):
   from bert_tf.export import serving

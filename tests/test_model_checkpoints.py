@@ -351,3 +351,70 @@ def test_checkpoint_kind_says_what_each_form_of_init_checkpoint_is(exported, cla
   (tmp_path / "empty").mkdir()
   assert kind(str(tmp_path / "empty")) is None
   assert kind(str(tmp_path / "nothing")) is None
+
+
+def test_damage_names_the_file_and_the_reason_of_each_kind_of_damage(tmp_path):
+  """Issue 40 (4, 6): a damaged checkpoint was a traceback; a truncated data file's named no file."""
+  import tensorflow as tf
+
+  def written(name):
+    return tf.train.Checkpoint(a=tf.Variable(tf.ones([7, 13])), b=tf.Variable([2.0, 3.0])).write(
+        str(tmp_path / name / "ckpt-3"))
+
+  intact = written("intact")
+  assert checkpoints.damage(intact) is None
+  assert checkpoints.checkpoint_files(intact) == [f"{intact}.data-00000-of-00001", f"{intact}.index"]
+  found = {}
+  for how in ("flipped_index", "cut_index", "cut_data", "flipped_data", "no_data"):
+    prefix = written(how)
+    index, data = f"{prefix}.index", f"{prefix}.data-00000-of-00001"
+    if how == "flipped_index":
+      th.damage_checkpoint(prefix, "index")
+    elif how == "cut_index":
+      os.truncate(index, 20)
+    elif how == "cut_data":
+      th.damage_checkpoint(prefix, "data")
+    elif how == "flipped_data":
+      with open(data, "r+b") as f:
+        f.seek(100)
+        f.write(b"\x55")
+    else:
+      os.remove(data)
+    found[how] = checkpoints.damage(prefix)
+  prefix = str(tmp_path / "{}" / "ckpt-3")
+  path, reason = found.pop("flipped_data")
+  assert path == prefix.format("flipped_data") + ".data-00000-of-00001"
+  assert reason.startswith("Checksum does not match: stored "), reason
+  assert found == {
+      "flipped_index": (prefix.format("flipped_index") + ".index", "block checksum mismatch"),
+      "cut_index": (prefix.format("cut_index") + ".index", "file is too short to be an sstable"),
+      "cut_data": (prefix.format("cut_data") + ".data-00000-of-00001",
+                   "truncated: Read less bytes than requested"),
+      "no_data": (prefix.format("no_data") + ".data-00000-of-00001", "missing")}
+
+
+def test_check_readable_is_one_line_with_the_fix_and_reads_a_checkpoint_once(tmp_path, monkeypatch):
+  import tensorflow as tf
+
+  variable = tf.Variable([1.0, 2.0])
+  encoder = tf.train.Checkpoint(v=variable).write(str(tmp_path / "encoder_checkpoint" / "encoder"))
+  training = tf.train.Checkpoint(v=variable).write(str(tmp_path / "run" / "checkpoints" / "ckpt-8"))
+  reads = []
+  monkeypatch.setattr(checkpoints, "damage", lambda prefix, read=checkpoints.damage: reads.append(prefix) or
+                      read(prefix))
+  checkpoints.check_readable(encoder)
+  checkpoints.check_readable(encoder)
+  assert reads == [encoder]  # the second asks no read: its files are the same
+  th.damage_checkpoint(encoder, "data")
+  with pytest.raises(ValueError) as caught:
+    checkpoints.check_readable(encoder)
+  assert str(caught.value) == (
+      f"{encoder}.data-00000-of-00001: damaged (truncated: Read less bytes than requested); copy it again, or write "
+      "it again with the command that made it, or give another checkpoint")
+  th.damage_checkpoint(training, "index")
+  with pytest.raises(ValueError) as caught:
+    checkpoints.check_readable(training)
+  assert str(caught.value) == (
+      f"{training}.index: damaged (block checksum mismatch); rerun the training command of {tmp_path / 'run'}, "
+      "which sets the damaged checkpoint aside and resumes from the one before, or read an older ckpt-<step> "
+      "beside it")

@@ -362,3 +362,56 @@ def test_a_float16_run_killed_between_a_skipped_update_and_the_next_doubling_res
              for v in whole_weights.values()), sorted(whole_weights)
   for name in whole_weights:
     np.testing.assert_array_equal(resumed[name], whole_weights[name], err_msg=name)
+
+
+# Issue 40 (4): a damaged newest checkpoint stopped the resume with a traceback although the one before was intact.
+DAMAGED = {"bad_index": {8: "index"}, "bad_data": {8: "data"}, "none_intact": {8: "index", 6: "data", 3: "index"}}
+
+
+@pytest.mark.slow
+def test_a_damaged_newest_checkpoint_is_set_aside_and_the_rerun_resumes_from_the_one_before_to_the_same_weights(runs):
+  """Copies of the finished whole/ (checkpoints at steps 3, 6, 8), their newest checkpoint's index corrupt or its
+  data file cut short, or every checkpoint damaged, rerun with the same command; and --do_eval alone on the last."""
+  import shutil
+
+  root, _ = runs
+  files = {}
+  for name, damage in DAMAGED.items():
+    shutil.copytree(root / "whole", root / name)
+    for step, how in damage.items():
+      th.damage_checkpoint(root / name / "checkpoints" / f"ckpt-{step}", how)
+    files[name] = {n: (root / name / "checkpoints" / n).read_bytes()
+                   for n in os.listdir(root / name / "checkpoints")}
+  runs = {name: _flags(name) for name in DAMAGED}
+  runs["eval_only"] = _flags("none_intact", actions=EVAL_FLAGS[1:2] + EVAL_FLAGS[3:])  # reads, as the run beside it
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    results = dict(zip(runs, pool.map(lambda flags: _finish(_start(root, [SCRIPT, *flags])), runs.values())))
+
+  for name, fault in (("bad_index", "ckpt-8.index: damaged (block checksum mismatch)"),
+                      ("bad_data", "ckpt-8.data-00000-of-00001: damaged (truncated: Read less bytes than requested)")):
+    rc, output = results[name]
+    checkpoints = root / name / "checkpoints"
+    assert rc == 0 and "Traceback" not in output, output[-3000:]
+    said = [line.split(" ", 1)[1] for line in output.splitlines() if "damaged (" in line]
+    assert said == [f"warning: {checkpoints}/{fault}; set ckpt-8 aside (renamed to ckpt-8.data-00000-of-00001.damaged, "
+                    f"ckpt-8.index.damaged), resuming from {checkpoints / 'ckpt-6'}"], output[-3000:]
+    assert f"resuming at step 6 from {checkpoints / 'ckpt-6'}, training to step {STEPS}" in output
+    for n in ("ckpt-8.index", "ckpt-8.data-00000-of-00001"):  # renamed byte for byte, beside the new ckpt-8
+      assert (checkpoints / f"{n}.damaged").read_bytes() == files[name][n], n
+    assert tf.train.latest_checkpoint(str(checkpoints)) == str(checkpoints / f"ckpt-{STEPS}")
+    _assert_same_weights(root, name)
+
+  rc, output = results["none_intact"]
+  checkpoints = root / "none_intact" / "checkpoints"
+  assert rc == 1 and "Traceback" not in output, output[-3000:]
+  assert [line for line in output.splitlines() if line.startswith("error:")] == [
+      f"error: {checkpoints}: no checkpoint there can be read (ckpt-8: ckpt-8.index: block checksum mismatch; ckpt-6: "
+      "ckpt-6.data-00000-of-00001: truncated: Read less bytes than requested; ckpt-3: ckpt-3.index: block checksum "
+      "mismatch): start the run over with --overwrite_output_dir, or give another --output_dir"], output[-3000:]
+  assert {n: (checkpoints / n).read_bytes() for n in os.listdir(checkpoints)} == files["none_intact"]  # untouched
+  rc, output = results["eval_only"]  # --do_eval alone: the checkpoint it would evaluate
+  assert rc == 1 and "Traceback" not in output, output[-3000:]
+  assert [line for line in output.splitlines() if line.startswith("error:")] == [
+      f"error: {checkpoints}/ckpt-8.index: damaged (block checksum mismatch); rerun the training command of "
+      f"{root / 'none_intact'}, which sets the damaged checkpoint aside and resumes from the one before, or read an "
+      "older ckpt-<step> beside it"], output[-3000:]

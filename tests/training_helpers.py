@@ -81,3 +81,19 @@ def python_env(dev_packages: bool = False, **extra) -> dict:
 def run_python(args, timeout=240, **env) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, *args], cwd=REPO, env=python_env(**env), capture_output=True, text=True,
                         timeout=timeout)
+
+
+def damage_checkpoint(prefix, how: str) -> None:
+  """Damages the checkpoint at `prefix` as a disk or a copy cut short does: "index" flips 30 bytes of its first
+  block of .index ("block checksum mismatch"), "data" cuts its one data file to half ("Read less bytes than
+  requested")."""
+  prefix = str(prefix)
+  if how == "index":
+    with open(prefix + ".index", "r+b") as f:
+      f.seek(10)
+      flipped = bytes(b ^ 0xFF for b in f.read(30))
+      f.seek(10)
+      f.write(flipped)
+  else:
+    path = prefix + ".data-00000-of-00001"
+    os.truncate(path, os.path.getsize(path) // 2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -112,7 +113,7 @@ class CheckpointKind:
 def checkpoint_kind(path: str) -> CheckpointKind | None:
   """What the checkpoint at `path` is, in the one place that says it (every reader of --init_checkpoint asks
   here); None when `path` holds no checkpoint (`resolve_checkpoint` says what is accepted). Reads file names and
-  a checkpoint's variable names only, nothing is downloaded."""
+  the checkpoint it finds (once: `check_readable`, ValueError when it is damaged), nothing is downloaded."""
   if is_released(path):
     return CheckpointKind(RELEASED)
   path = path.rstrip("/") or path
@@ -126,6 +127,7 @@ def checkpoint_kind(path: str) -> CheckpointKind | None:
     prefix = os.path.join(path, TF1_CHECKPOINT_NAME)
     if not (tf.io.gfile.isdir(path) and tf.io.gfile.exists(prefix + ".index")):
       return None
+  check_readable(prefix)
   if any(name.startswith("bert/") for name, _ in tf.train.list_variables(prefix)):
     return CheckpointKind(TF1, prefix)
   if is_task_model_dir(path):
@@ -134,6 +136,85 @@ def checkpoint_kind(path: str) -> CheckpointKind | None:
       os.path.dirname(prefix) in (path, os.path.join(path, TRAINING_CHECKPOINTS_DIR)):
     return CheckpointKind(RUN_DIR, prefix)
   return CheckpointKind(OURS, prefix)
+
+
+# -- Damaged checkpoints ----------------------------------------------------------------------------------------
+# A copy cut short or a flipped bit: what reading the index alone cannot see. `damage` reads the checkpoint whole,
+# which costs less than the restore that follows it (that restore then reads from the page cache).
+DAMAGED_SUFFIX = ".damaged"  # a training run sets a damaged checkpoint's files aside under <file>.damaged
+_READABLE: set[tuple] = set()  # (prefix, its files' names, sizes, mtimes) read whole in this process
+
+
+def checkpoint_files(prefix: str) -> list[str]:
+  """The .index and .data-* files of the checkpoint at `prefix` (not the `.damaged` copies beside it)."""
+  pattern = re.compile(re.escape(prefix) + r"\.(index|data-\d+-of-\d+)")
+  return sorted(p for p in tf.io.gfile.glob(prefix + ".*") if pattern.fullmatch(p))
+
+
+def damage(prefix: str) -> tuple[str, str] | None:
+  """Why the checkpoint at `prefix` cannot be read, as (the file at fault, the reason), or None when it can.
+
+  Opens its index and reads every tensor: a corrupt index fails on opening ("block checksum mismatch"), a truncated
+  or corrupt data file only when a tensor in it is read ("Read less bytes than requested", which names no file;
+  "Checksum does not match")."""
+  try:
+    dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+  except (tf.errors.OpError, RuntimeError, IndexError) as e:
+    return _fault(prefix, e, opening=True)
+  try:
+    with tf.device("/cpu:0"):
+      for name, dtype in dtypes.items():
+        # One tensor at a time, by the op restoring uses: the reader's get_tensor cannot return a variant (the
+        # saved position of an input iterator).
+        tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[name], shape_and_slices=[""], dtypes=[dtype])
+  except (tf.errors.OpError, RuntimeError, IndexError) as e:
+    return _fault(prefix, e, opening=False)
+  return None
+
+
+def _fault(prefix: str, error: BaseException, opening: bool) -> tuple[str, str]:
+  """(The file at fault, the reason) for `error`, raised opening the checkpoint at `prefix` or reading a tensor of it:
+  TensorFlow's messages name the file, the shard, or (a truncated data file) nothing."""
+  text = re.sub(r" \[Op:\w+\]$", "", first_line(error))
+  data = [p for p in checkpoint_files(prefix) if not p.endswith(".index")]
+  named = re.search(r"(\S+\.data-\d+-of-\d+)\b", text)
+  shard = re.search(r"\bshard (\d+)\b", text)
+  if named:
+    path = named.group(1)
+  elif shard and int(shard.group(1)) < len(data):
+    path = data[int(shard.group(1))]
+  elif opening:
+    path = prefix + ".index"
+  else:
+    path = data[0] if len(data) == 1 else prefix + ".data-*"
+  if "Read less bytes than requested" in text or text.startswith("EOF reached"):  # local, gs://
+    reason = f"truncated: {text}"
+  elif "No such file" in text:
+    reason = "missing"
+  else:  # Without the file name and "Perhaps ... produced by a newer version of TensorFlow" around the cause.
+    reason = re.sub(r"^(Unable to read file .*\): |TensorBundle at .*?: )", "", text)
+  return path, reason
+
+
+def check_readable(prefix: str) -> None:
+  """Raises ValueError, one line naming the file, the reason and the fix, when the checkpoint at `prefix` is damaged
+  (`damage`). A checkpoint read whole once in this process is not read again while its files stay the same."""
+  files = checkpoint_files(prefix)
+  key = (prefix, tuple((p, s.length, s.mtime_nsec) for p in files for s in [tf.io.gfile.stat(p)]))
+  if key in _READABLE:
+    return
+  found = damage(prefix)
+  if found is None:
+    _READABLE.add(key)
+    return
+  path, reason = found
+  folder = os.path.dirname(prefix)
+  if re.fullmatch(r"ckpt-\d+", os.path.basename(prefix)) and os.path.basename(folder) == TRAINING_CHECKPOINTS_DIR:
+    fix = (f"rerun the training command of {os.path.dirname(folder) or '.'}, which sets the damaged checkpoint aside "
+           "and resumes from the one before, or read an older ckpt-<step> beside it")
+  else:
+    fix = "copy it again, or write it again with the command that made it, or give another checkpoint"
+  raise ValueError(f"{path}: damaged ({reason}); {fix}")
 
 
 def is_released(path: str | None) -> bool:

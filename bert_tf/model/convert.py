@@ -484,6 +484,7 @@ def load_tf1(checkpoint: str, bert_config_file: str | None = None, vocab_file: s
   """A google-research checkpoint (prefix or directory). `bert_config_file` and `vocab_file` default to
   the files of those names beside the checkpoint."""
   prefix = find_tf1_checkpoint(checkpoint)
+  checkpoints.check_readable(prefix)
   directory = os.path.dirname(prefix)
   if bert_config_file is None:
     bert_config_file = os.path.join(directory, BERT_CONFIG_NAME)
@@ -624,6 +625,8 @@ def our_prefix(path: str, step: int | None = None) -> str:
         prefix = checkpoints.resolve_checkpoint(path)
       except FileNotFoundError:
         prefix = None
+  if prefix is not None:
+    checkpoints.check_readable(prefix)
   if prefix is None or checkpoints.find_encoder_root(prefix) is None:
     raise FileNotFoundError(
         f"{path}: no checkpoint of bert_tf's here: give a directory written by scripts/convert_checkpoint.py "

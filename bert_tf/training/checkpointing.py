@@ -12,6 +12,10 @@ only then does CheckpointManager rewrite the state file, by write-to-temp-and-re
 object appears whole when its upload ends). On restore we also take the newest listed checkpoint whose index
 exists, so a state file that got ahead of its files cannot break a resume.
 
+A checkpoint damaged after it was written (a copy cut short, a flipped bit) is found before a resume reads it
+(`set_aside_damaged` reads the newest one whole): the chief renames its files to `<file>.damaged` (kept for a look,
+never deleted), drops it from the state file, and the run resumes from the newest intact one.
+
 Under MultiWorkerMirroredStrategy every worker must take part in a save (it may run collectives), but only the
 chief's files are kept: the others write to `.tmp-worker-<w>/`, deleted right after. Each worker's input
 iterator holds that worker's own file shard and position, so each saves it in its own `input_pipeline-<w>/`.
@@ -36,7 +40,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.errors import DiskFull, first_line, is_disk_full
+from bert_tf.errors import DiskFull, UserError, first_line, is_disk_full
+from bert_tf.model import checkpoints
 from bert_tf.training import distribute
 
 # Hidden temporaries of fileio.temp_path_for / model.checkpoints' directory writes: `.<name>.tmp-<8 hex>`.
@@ -57,7 +62,9 @@ class Checkpointer:
       items["iterator"] = iterator
     self._items = items
     self.checkpoint = tf.train.Checkpoint(**items)
+    self._damaged: set[str] = set()  # names (ckpt-<step>) of the checkpoints `set_aside_damaged` found damaged
     write_dir = directory if self.chief else os.path.join(directory, f".tmp-worker-{self.worker}")
+    self._max_to_keep = max_to_keep
     self._manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=max_to_keep)
     self._input_manager = None
     if iterator is not None and multi_worker:
@@ -77,7 +84,7 @@ class Checkpointer:
       # with a relative directory by an older version may name `out/x/checkpoints/ckpt-N` relative to
       # its run's working directory: its basename in this directory is the file meant.
       for candidate in (path, os.path.join(self.directory, os.path.basename(path))):
-        if candidate not in paths:
+        if candidate not in paths and os.path.basename(candidate) not in self._damaged:
           paths.append(candidate)
     for path in paths:
       if tf.io.gfile.exists(path + ".index"):
@@ -85,6 +92,72 @@ class Checkpointer:
           logging.warning("checkpoint %s is listed but incomplete; using %s", paths[0], path)
         return path
     return None
+
+  def set_aside_damaged(self) -> list[str]:
+    """Reads the checkpoint a resume would take (`latest`) whole (`checkpoints.damage`), and the one before while it
+    is damaged; returns the damaged ones, each said in one warning line naming the file and the reason. The chief
+    renames their files to `<file>.damaged` and drops them from the state file; on other workers `latest` skips
+    them. Call before anything reads the newest checkpoint.
+
+    Raises UserError, naming the folder and the choices, when checkpoints are listed and none can be read: the
+    files then stay as they are."""
+    found = []
+    while (path := self.latest()) is not None:
+      fault = checkpoints.damage(path)
+      if fault is None:
+        break
+      found.append((path, *fault))
+      self._damaged.add(os.path.basename(path))
+    if found and path is None:
+      said = "; ".join(f"{os.path.basename(p)}: {os.path.basename(file)}: {reason}" for p, file, reason in found)
+      raise UserError(f"{self.directory}: no checkpoint there can be read ({said}): start the run over with "
+                      "--overwrite_output_dir, or give another --output_dir")
+    for damaged, file, reason in found:
+      if self.chief:
+        renamed = ", ".join(os.path.basename(r) for r in self._rename_damaged(damaged))
+        logging.warning("%s: damaged (%s); set %s aside (renamed to %s), resuming from %s", file, reason,
+                        os.path.basename(damaged), renamed, path)
+      else:
+        logging.warning("%s: damaged (%s); resuming from %s", file, reason, path)
+    if found and self.chief:
+      self._forget(path)
+    return [p for p, _, _ in found]
+
+  @staticmethod
+  def _rename_damaged(prefix: str) -> list[str]:
+    """Renames the files of the checkpoint at `prefix` to `<file>.damaged` (`.damaged-2`, ... when a checkpoint of
+    the same step was set aside before); returns the new names. The data files first: a data file without its
+    index would be removed as a leftover by the next run if this one died before renaming the index."""
+    files = checkpoints.checkpoint_files(prefix)
+    files.sort(key=lambda f: f.endswith(".index"))
+    suffix, n = checkpoints.DAMAGED_SUFFIX, 1
+    while any(tf.io.gfile.exists(f + suffix) for f in files):
+      n += 1
+      suffix = f"{checkpoints.DAMAGED_SUFFIX}-{n}"
+    for f in files:
+      tf.io.gfile.rename(f, f + suffix)
+    return [f + suffix for f in files]
+
+  def _forget(self, newest: str) -> None:
+    """Rewrites the state file without the damaged checkpoints, `newest` (intact) last, and makes the manager read
+    it again: it keeps the list it read when made, and would write the damaged ones back with its next save."""
+    state = tf.train.get_checkpoint_state(self.directory)
+    listed = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+    stamps = list(state.all_model_checkpoint_timestamps)
+    kept = [(name, stamp) for name, stamp in zip(listed, stamps if len(stamps) == len(listed) else [None] * len(listed))
+            if name not in self._damaged]
+    newest = os.path.basename(newest)
+    if not kept or kept[-1][0] != newest:
+      kept = [(name, stamp) for name, stamp in kept if name != newest] + [(newest, None)]
+    names, stamps = (list(column) for column in zip(*kept))
+    # Whole paths, which it writes relative to the directory (a bare name it would take relative to the working
+    # directory when the directory is a gs:// one).
+    paths = [os.path.join(self.directory, name) for name in names]
+    tf.__internal__.train.update_checkpoint_state(
+        self.directory, paths[-1], paths, save_relative_paths=True,
+        all_model_checkpoint_timestamps=None if None in stamps else stamps,
+        last_preserved_timestamp=state.last_preserved_timestamp)
+    self._manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=self._max_to_keep)
 
   def restore(self, optional: tuple[str, ...] = ()) -> str | None:
     """Restores the newest checkpoint, if any; returns its path. The `optional` items may be missing from it (a
@@ -131,6 +204,7 @@ class Checkpointer:
              if previous else "free space and rerun the same command")) from None
     if not self.chief:
       tf.io.gfile.rmtree(self._manager.directory)
+    self._damaged.discard(f"ckpt-{step}")  # written again, whole
     return os.path.join(self.directory, os.path.basename(path))
 
   def _remove_partial(self, step: int) -> None:

@@ -256,6 +256,7 @@ class Trainer:
         model_state=_non_weight_variables(self.model), **extra, **task.checkpoint_items(self.model))
     for path in self.checkpointer.remove_leftovers():
       logging.warning("removed %s, left by an interrupted save", path)
+    self.checkpointer.set_aside_damaged()  # before anything reads the checkpoint a resume takes
     # Early loop ends need every worker to agree on them (collectives), and a TPU loop cannot read a host
     # variable cheaply: there loops end at their planned size.
     self._early_loop_end = self.num_workers == 1 and not isinstance(

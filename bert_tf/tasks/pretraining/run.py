@@ -353,6 +353,7 @@ class PretrainingRun(driver.TaskRun):
     if latest is None:
       raise ValueError(f"--do_eval without --do_train: {directory} holds no checkpoint to evaluate; add "
                        "--do_train, or pass the --output_dir of a pretraining run")
+    checkpoints.check_readable(latest)
     return latest
 
   def loaded_dir(self) -> str:
