@@ -59,6 +59,18 @@ def test_export_py_exports_the_task_of_the_run_it_is_given_and_refuses_another_t
     assert json.load(f)["task"] == "swag"
 
 
+def test_exporting_one_folder_twice_publishes_one_version(swag_export, tmp_path):
+  """Two export.py processes on the same run, each loading it afresh (dropout's seed states start from a new random
+  seed every load): the second finds the first version serves this model and publishes none."""
+  script = os.path.join(th.REPO, "scripts", "export.py")
+  run = str(swag_export["directory"])
+  first, second = (th.run_python([script, f"--model_dir={run}", f"--export_dir={tmp_path}"]) for _ in range(2))
+  for done in (first, second):
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "swag" / "1")
+  assert "already serves this model" in second.stderr and os.listdir(tmp_path / "swag") == ["1"]
+
+
 @pytest.mark.parametrize("task,flag", [("classifier", "classifier_dir"), ("squad", "squad_model_dir")])
 def test_the_task_scripts_keep_their_flags(task, flag):
   shown = th.run_python([os.path.join(th.REPO, "scripts", f"export_{task}.py"), "--help"]).stdout

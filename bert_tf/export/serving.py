@@ -520,14 +520,17 @@ def common_manifest(saved_model_dir: str, model_name: str, version: int, num_war
 def export_fingerprint(server: tf.Module, signature_names: Sequence[str], warmup: Sequence[Mapping[str, Any]],
                        warmup_signature: str, manifest: Mapping[str, Any], vocab_file: str | None) -> str | None:
   """SHA-256 of what a version written by `export_servable` serves: the values of every variable `server` tracks
-  (the weights), the task's manifest fields, the signature names, the warmup requests, the vocabulary's bytes and
+  (the weights; not the random state of Keras' seed generators, which differs on every load and serving never
+  reads), the task's manifest fields, the signature names, the warmup requests, the vocabulary's bytes and
   the versions of TensorFlow, tensorflow-text and bert_tf that build the graph. Two exports with the same
   fingerprint write the same model; None when `server` tracks no variable (nothing to tell weights by)."""
   import numpy as np
 
   from bert_tf import __version__
 
-  variables = server.variables
+  # Keras' SeedGenerator states (dropout's) start from a fresh random seed at every load and play no part in
+  # serving (dropout is off): hashing them gave every export of one folder a new fingerprint, so a new version.
+  variables = [v for v in server.variables if not _is_seed_state(v)]
   if not variables:
     return None
   digest = hashlib.sha256(json.dumps(
@@ -542,6 +545,11 @@ def export_fingerprint(server: tf.Module, signature_names: Sequence[str], warmup
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
       digest.update(f.read())
   return digest.hexdigest()
+
+
+def _is_seed_state(variable) -> bool:
+  """Whether `variable` is a Keras SeedGenerator's state ("<generator>/seed_generator_state:0")."""
+  return variable.name.split(":")[0].rsplit("/", 1)[-1] == "seed_generator_state"
 
 
 def _same_as_newest(model_dir: str, fingerprint: str | None) -> str | None:
