@@ -36,7 +36,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 
-# One request in a fresh process with tensorflow and tensorflow_text only (argv: export, inputs as JSON).
+# One request in a fresh process with tensorflow and tensorflow_text only (argv: export; stdin: the inputs as JSON,
+# since one argument may not exceed 128 KiB: MAX_ARG_STRLEN).
 _REQUEST = r"""
 import json, sys, time
 import tensorflow as tf
@@ -47,7 +48,7 @@ def peak_mb():  # this process's own peak (ru_maxrss would start at the parent's
 imported = peak_mb()
 loaded = tf.saved_model.load(sys.argv[1])  # kept: the signature reads its variables
 serve = loaded.signatures["serving_default"]
-inputs = json.loads(sys.argv[2])
+inputs = json.loads(sys.stdin.read())
 warm = {name: tf.constant([value[:100]]) for name, value in inputs.items()}
 serve(**warm)
 before = peak_mb()
@@ -136,7 +137,7 @@ def texts() -> dict[str, tuple[dict[str, str], str]]:
 
 
 def request(export: str, inputs: dict[str, str]) -> dict:
-  done = subprocess.run([sys.executable, "-c", _REQUEST, export, json.dumps(inputs)], capture_output=True,
+  done = subprocess.run([sys.executable, "-c", _REQUEST, export], input=json.dumps(inputs), capture_output=True,
                         text=True)
   if done.returncode != 0:
     return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
