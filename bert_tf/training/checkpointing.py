@@ -44,7 +44,8 @@ from bert_tf.errors import DiskFull, UserError, first_line, is_disk_full
 from bert_tf.model import checkpoints
 from bert_tf.training import distribute
 
-# Hidden temporaries of fileio.temp_path_for / model.checkpoints' directory writes: `.<name>.tmp-<8 hex>.owner-<machine>-<pid>`.
+# Hidden temporaries of fileio.temp_path_for / model.checkpoints' directory writes:
+# `.<name>.tmp-<8 hex>.owner-<machine>-<pid>`.
 _TEMP_NAME = fileio.TEMP_NAME
 
 
