@@ -11,6 +11,8 @@ With --beam_runner the shards run as an Apache Beam pipeline (DirectRunner here,
 docs/scale.md.
 """
 
+import contextlib
+
 from absl import flags, logging
 
 from bert_tf import cli
@@ -58,6 +60,7 @@ flags.DEFINE_string("beam_temp_dir", None, "With --beam_runner: where shards are
 def main(argv):
   del argv
   from bert_tf.data import beam_pipeline, instances, pretraining_data, text_io
+  from bert_tf.training import run_lock
 
   for name in ("input_file", "output_file", "vocab_file"):
     if not getattr(FLAGS, name):
@@ -83,11 +86,16 @@ def main(argv):
       num_workers=FLAGS.num_workers, num_shards=FLAGS.num_shards, shard_size_mb=FLAGS.shard_size_mb,
       stats_file=FLAGS.stats_file)
   run.check_outputs()  # before reading anything: an output that is a folder or an input
-  if FLAGS.beam_runner:
-    stats = beam_pipeline.create_pretraining_data_beam(run, config, FLAGS.beam_runner, FLAGS.beam_pipeline_options,
-                                                       FLAGS.beam_temp_dir, progress=logging.info)
-  else:
-    stats = pretraining_data.create_pretraining_data(run, config, progress=logging.info)
+  # One writer per output file: a second command writing one of them is refused, naming the first (both would exit
+  # 0, and the last rename would win). A killed holder's lock is taken over.
+  with contextlib.ExitStack() as locks:
+    for flag, path in run.outputs():
+      locks.enter_context(run_lock.RunLock.for_file(path, flag))
+    if FLAGS.beam_runner:
+      stats = beam_pipeline.create_pretraining_data_beam(run, config, FLAGS.beam_runner, FLAGS.beam_pipeline_options,
+                                                         FLAGS.beam_temp_dir, progress=logging.info)
+    else:
+      stats = pretraining_data.create_pretraining_data(run, config, progress=logging.info)
   logging.info("wrote %d instances (%.1f%% masked, %.1f%% random next) in %.1f s (%.0f instances/s) to %s; "
                "statistics in %s", stats["instances"], 100 * stats["masked_fraction"],
                100 * stats["next_sentence_random_fraction"], stats["elapsed_seconds"],

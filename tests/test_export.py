@@ -95,3 +95,31 @@ def test_export_py_on_a_damaged_model_folder_is_one_line_naming_the_file(tmp_pat
     assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, line), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
   assert not os.path.exists(tmp_path / "export")
+
+
+def test_an_export_to_a_model_folder_in_use_is_refused_naming_export_pys_flags(swag_export, tmp_path):
+  """Issue 40 (7): the message said `pass another --output_dir`, a flag export.py does not have."""
+  import socket
+  import subprocess
+  import sys
+  import time
+
+  from bert_tf import fileio
+
+  model = tmp_path / "swag"  # <export_dir>/<model_name>, held by a live export
+  model.mkdir()
+  holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+  try:
+    (model / ".lock").write_text(json.dumps({
+        "host": socket.gethostname(), "pid": holder.pid, "process_start": fileio.process_start(holder.pid),
+        "started": "2026-11-23T10:00:00", "heartbeat": time.time()}))
+    refused = th.run_python([os.path.join(th.REPO, "scripts", "export.py"), f"--model_dir={swag_export['directory']}",
+                             f"--export_dir={tmp_path}"])
+  finally:
+    holder.kill()
+    holder.wait()
+  assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (
+      1, f"error: {model} is in use by another run (host {socket.gethostname()}, pid {holder.pid}, started "
+         f"2026-11-23T10:00:00); wait for it to end or give another --model_name or --export_dir. If that run is "
+         f"dead, delete {model / '.lock'}"), refused.stderr[-3000:]
+  assert os.listdir(model) == [".lock"]

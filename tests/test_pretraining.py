@@ -1,6 +1,7 @@
 """bert_tf.tasks.pretraining's input checks: every record file before any work, and the damaged record named
 after TensorFlow's DataLossError mid-run."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -120,34 +121,102 @@ def test_run_pretraining_script_stops_on_a_truncated_relative_input_file(tmp_pat
   assert not os.path.exists(tmp_path / "out")
 
 
+def _corrupt_record(path, index: int) -> tuple[bytes, int]:
+  """Flips a byte of record `index`'s data in the TFRecord file `path` (its data checksum fails); returns the file's
+  bytes before and the record's offset."""
+  data = bytearray(path.read_bytes())
+  original, offset = bytes(data), 0
+  for _ in range(index):
+    offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
+  data[offset + 12 + 5] ^= 0xFF
+  path.write_bytes(bytes(data))
+  return original, offset
+
+
+def _run_pretraining(cwd, *flags, steps: int = 40) -> subprocess.CompletedProcess:
+  common = ["--input_file=data/records-*.tfrecord", "--bert_config_file=bert_config.json", f"--max_seq_length={th.T}",
+            f"--max_predictions_per_seq={th.P}", "--train_batch_size=6", f"--num_train_steps={steps}",
+            "--num_warmup_steps=0", "--save_checkpoints_steps=2", "--distribution_strategy=one_device"]
+  return subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "run_pretraining.py"), *common, *flags],
+                        cwd=cwd, env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+
+def _errors(result) -> list[str]:
+  return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
 @pytest.mark.slow
-def test_a_record_corrupted_past_the_checked_sample_stops_training_naming_the_file_and_the_last_checkpoint(
+def test_a_record_corrupted_past_the_checked_sample_stops_training_naming_the_file_and_the_same_command_then_runs(
     tmp_path):
+  """Record 80, past the 64 records the up-front check reads: the shuffle buffer (1,000 records) reads it at the
+  first step, before any checkpoint, so nothing binds the run to the file yet: fixed, the same command runs."""
   th.write_records(tmp_path / "data", num_files=1, per_file=90)
   path = tmp_path / "data" / "records-000.tfrecord"
-  data = bytearray(path.read_bytes())
-  offset, index = 0, 0
-  while index < 80:  # record 80: past the 64 records the up-front check reads
-    length = int.from_bytes(data[offset:offset + 8], "little")
-    offset += 16 + length
-    index += 1
-  data[offset + 12 + 5] ^= 0xFF  # a byte of record 80's data: its data checksum fails
-  path.write_bytes(bytes(data))
+  original, offset = _corrupt_record(path, 80)
   th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
-  flags = ["--input_file=data/records-*.tfrecord", "--output_dir=out", "--bert_config_file=bert_config.json",
-           f"--max_seq_length={th.T}", f"--max_predictions_per_seq={th.P}", "--train_batch_size=6",
-           "--num_train_steps=40", "--num_warmup_steps=0", "--save_checkpoints_steps=2",
-           "--distribution_strategy=one_device"]
-  result = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "run_pretraining.py"), *flags],
-                          cwd=tmp_path, env=th.python_env(), capture_output=True, text=True, timeout=300)
+  result = _run_pretraining(tmp_path, "--output_dir=out")
   assert result.returncode == 1, result.stderr[-3000:]
-  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-  assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-  # The file as the user named it; the shuffle buffer reads ahead, so the error may come before any checkpoint.
-  assert errors[0].startswith(f"error: data/records-000.tfrecord: record 80 (byte {offset}) is corrupt: its data "
-                              "fails its checksum; the last good checkpoint is "), errors[0]
-  assert errors[0].endswith(": fix or remove the file and rerun the same command to resume")
-  assert not os.path.exists(tmp_path / "out" / ".lock")
+  assert _errors(result) == [
+      f"error: data/records-000.tfrecord: record 80 (byte {offset}) is corrupt: its data fails its checksum; no step "
+      "was saved, so nothing binds the run to these records yet: fix the file (or leave it out of --input_file) and "
+      "rerun; the run starts from step 0"], result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert not os.path.exists(tmp_path / "out" / ".lock") and not os.path.exists(tmp_path / "out" / "run.json")
+  path.write_bytes(original)
+  again = _run_pretraining(tmp_path, "--output_dir=out")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "starting fresh in" in again.stderr and "step 40/40" in again.stderr
+
+
+@pytest.mark.slow
+def test_after_a_corrupt_record_past_a_checkpoint_the_message_names_what_continues_and_it_does(tmp_path):
+  """Issue 40 (7): the message said "fix or remove the file and rerun the same command to resume", and the rerun was
+  refused: the run record holds the records' fingerprint. Record 1,300 of 1,400 is read after the shuffle buffer's
+  1,000 and ~50 steps, so checkpoints exist: the message names the last one and the two ways on, which both work."""
+  th.write_records(tmp_path / "data", num_files=1, per_file=100)
+  path = tmp_path / "data" / "records-000.tfrecord"
+  path.write_bytes(path.read_bytes() * 14)  # framed records: the file repeated is 1,400 of them
+  original, offset = _corrupt_record(path, 1300)
+  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
+  result = _run_pretraining(tmp_path, "--output_dir=out", steps=80)
+  assert result.returncode == 1, result.stderr[-3000:]
+  latest = tf.train.latest_checkpoint(str(tmp_path / "out" / "checkpoints"))
+  assert latest is not None, result.stderr[-3000:]
+  assert _errors(result) == [
+      f"error: data/records-000.tfrecord: record 1300 (byte {offset}) is corrupt: its data fails its checksum; the "
+      f"last good checkpoint is {latest}, but a resume needs the records the run recorded, so once the file is fixed "
+      "or made again, rerun with --overwrite_output_dir to start over, or with another --output_dir and "
+      f"--init_checkpoint={latest} to start from its weights"], result.stderr[-3000:]
+  path.write_bytes(original)
+  import concurrent.futures
+  import shutil
+
+  shutil.copytree(tmp_path / "out", tmp_path / "copy")  # each way on from the same run, side by side
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    onwards = pool.submit(_run_pretraining, tmp_path, "--output_dir=out2", f"--init_checkpoint={latest}", steps=4)
+    over = pool.submit(_run_pretraining, tmp_path, "--output_dir=copy", "--overwrite_output_dir", steps=4)
+    onwards, over = onwards.result(), over.result()
+  assert onwards.returncode == 0, onwards.stderr[-3000:]
+  assert f"initialised the encoder from {latest}" in onwards.stderr and "step 4/4" in onwards.stderr
+  assert over.returncode == 0, over.stderr[-3000:]
+  assert f"starting fresh in {tmp_path / 'copy' / 'checkpoints'}" in over.stderr and "step 4/4" in over.stderr
+
+
+@pytest.mark.slow
+def test_a_run_refused_at_its_init_checkpoint_writes_nothing(tmp_path):
+  """Issue 40 (8): an --init_checkpoint of another shape is refused after the run's checks of its output dir; the
+  run withdraws its record, and the output dir it made goes too."""
+  from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
+
+  th.write_records(tmp_path / "data", num_files=1, per_file=20)
+  th.tiny_bert_config().to_json_file(str(tmp_path / "bert_config.json"))
+  other = dataclasses.replace(th.tiny_bert_config(), hidden_size=2 * th.tiny_bert_config().hidden_size)
+  checkpoints.export_encoder(BertEncoder(other), other, str(tmp_path / "other"))
+  result = _run_pretraining(tmp_path, "--output_dir=runs/out", "--init_checkpoint=other", steps=2)
+  assert result.returncode == 1 and len(_errors(result)) == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert sorted(os.listdir(tmp_path)) == ["bert_config.json", "data", "other"], _errors(result)
 
 
 def test_a_full_disk_at_the_encoder_export_says_training_is_saved_and_what_to_free(tmp_path, monkeypatch):

@@ -486,9 +486,12 @@ def test_a_killed_run_leaves_no_process_and_its_rerun_removes_its_temporaries(tm
       if _running(pid, start):
         os.kill(pid, signal.SIGKILL)
   owner = f"{fileio.owner_tag().rsplit('-', 1)[0]}-{script.pid}"
-  left = sorted(os.listdir(out))
+  left = sorted(name for name in os.listdir(out) if not name.endswith(".lock"))
   assert [re.sub(r"tmp-[0-9a-f]{8}", "tmp-<hex>", name) for name in left] == [
       f".pre.tfrecord.shards.tmp-<hex>.{owner}", f".pre.tfrecord.tmp-<hex>.{owner}"]
+  # Its output files' locks, which the rerun takes over (the holder is dead).
+  assert sorted(name for name in os.listdir(out) if name.endswith(".lock")) == [
+      ".pre.tfrecord.lock", ".pre.tfrecord.stats.json.lock"]
 
   rerun = run_script(*flags, f"--output_file={out}/pre.tfrecord")
   assert rerun.returncode == 0, rerun.stderr[-2000:]
@@ -507,3 +510,41 @@ def test_a_worker_started_by_a_parent_that_is_already_gone_exits_at_once():
   for parent, expected in ((os.getpid(), (0, "working\n")), (_ended_pid(), (1, ""))):
     done = subprocess.run([sys.executable, "-c", code, str(parent)], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == expected, done.stderr[-2000:]
+
+
+def test_a_second_run_writing_the_same_output_is_refused_naming_the_first_whose_lock_dies_with_it(
+    tmp_path, bert_uncased_vocab_file):
+  """Issue 40 (8): two runs to one --output_file both exited 0, the last rename winning. The first, stopped while it
+  holds the output's lock, refuses the second in one line naming it; killed, its lock is taken over by the next."""
+  import socket
+
+  from bert_tf.training import run_lock
+
+  corpus_file = tmp_path / "corpus.txt"
+  corpus_file.write_text(corpus.default_corpus_text(), encoding="utf-8")
+  flags = [f"--input_file={corpus_file}", f"--vocab_file={bert_uncased_vocab_file}", "--dupe_factor=3",
+           "--output_file=out/pre.tfrecord"]
+  lock = tmp_path / "out" / ".pre.tfrecord.lock"
+  first = subprocess.Popen([sys.executable, os.path.join(SCRIPTS, "create_pretraining_data.py"), *flags],
+                           cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.time() + 60
+    while not lock.exists():  # taken before the work: the corpus takes seconds more
+      assert first.poll() is None and time.time() < deadline, "the first run ended without holding the lock"
+      time.sleep(0.005)
+    os.kill(first.pid, signal.SIGSTOP)
+    assert first.poll() is None and not (tmp_path / "out" / "pre.tfrecord").exists()
+    holder = json.loads(lock.read_text())
+    assert (holder["host"], holder["pid"]) == (socket.gethostname(), first.pid)
+    second = run_script_in(tmp_path, *flags)
+    assert_one_line_error(second, f"{tmp_path}/out/pre.tfrecord is in use by another run "
+                                  f"({run_lock.RunLock.describe(holder)}); wait for it to end or give another "
+                                  f"--output_file. If that run is dead, delete {lock}")
+  finally:
+    first.kill()
+    first.wait()
+  third = run_script_in(tmp_path, *flags)
+  assert third.returncode == 0, third.stderr[-2000:]
+  assert f"taking over the lock of a run that is no longer alive (host {socket.gethostname()}, pid {first.pid}, " \
+         in third.stderr
+  assert sorted(os.listdir(tmp_path / "out")) == ["pre.tfrecord", "pre.tfrecord.stats.json"]

@@ -141,3 +141,24 @@ def test_a_run_that_writes_nothing_leaves_no_empty_output_dir(tmp_path):
   with run_lock.RunLock(str(tmp_path / "existing")):
     pass
   assert os.path.isdir(tmp_path / "existing")  # a folder the user made stays
+
+
+def test_an_output_files_lock_lies_beside_it_and_names_the_file_and_the_flag(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with run_lock.RunLock.for_file("data/pre.tfrecord", "output_file") as lock:  # its folder does not exist yet
+    assert lock.path == str(tmp_path / "data" / ".pre.tfrecord.lock")
+    assert os.listdir(tmp_path / "data") == [".pre.tfrecord.lock"]
+    with pytest.raises(OutputDirInUse) as refused:
+      run_lock.RunLock.for_file(str(tmp_path / "data" / "pre.tfrecord"), "output_file").acquire()
+    assert str(refused.value) == (
+        f"{tmp_path / 'data' / 'pre.tfrecord'} is in use by another run ({run_lock.RunLock.describe(lock._record)}); "
+        f"wait for it to end or give another --output_file. If that run is dead, delete {lock.path}")
+    run_lock.RunLock.for_file("data/other.tfrecord", "output_file").acquire()  # another file of the folder: free
+  assert os.listdir(tmp_path / "data") == [".other.tfrecord.lock"]
+  (tmp_path / "data" / ".other.tfrecord.lock").unlink()
+  assert os.listdir(tmp_path) == ["data"]
+  # An export's lock of its model folder names the export's flags.
+  instead = "give another --model_name or --export_dir"
+  with run_lock.RunLock(str(tmp_path / "export" / "m"), instead=instead):
+    with pytest.raises(OutputDirInUse, match="; wait for it to end or give another --model_name or --export_dir. If "):
+      run_lock.RunLock(str(tmp_path / "export" / "m"), instead=instead).acquire()

@@ -9,7 +9,9 @@ outputs must equal the Keras model's on the training-time encoding of the same t
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -238,7 +240,7 @@ def test_ops_missing_from_core_asks_a_process_without_tensorflow_text():
       "NoSuchOp", "RegexSplitWithOffsets"]
 
 
-def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monkeypatch, request):
+def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monkeypatch, request, caplog):
   request.addfinalizer(serving.core_op_types.cache_clear)  # the other tests get the real list again
   monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
   asked = []
@@ -253,16 +255,47 @@ def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monk
   key = serving._core_ops_key()
   kept = tmp_path / "cache" / "core_ops" / f"{key}.json"
   assert len(asked) == 1 and "MatMul" in first and "RegexSplitWithOffsets" not in first
-  assert json.loads(kept.read_text()) == {"key": key, "tensorflow": tf.__version__, "ops": sorted(first)}
+  written = kept.read_text()
+  assert json.loads(written) == {"key": key, "tensorflow": tf.__version__, "ops": sorted(first),
+                                 "sha256": hashlib.sha256("\n".join(sorted(first)).encode()).hexdigest()}
   assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # no temporary file left
   # Another process of the same installation reads it: no TensorFlow start-up.
   serving.core_op_types.cache_clear()
   assert serving.core_op_types() == first and len(asked) == 1
-  # A damaged file is asked again and rewritten.
-  kept.write_text('{"key": "')
-  serving.core_op_types.cache_clear()
-  assert serving.core_op_types() == {"MatMul", "Asked2"} and len(asked) == 2
-  assert json.loads(kept.read_text())["ops"] == ["Asked2", "MatMul"]
+  # A damaged or implausible file (issue 40 (8): the manifest then called tensorflow-text's ops core TensorFlow's) is
+  # said in one line, asked again and rewritten.
+  from tensorflow.core.framework import op_def_pb2
+  from tensorflow.python.client import pywrap_tf_session
+
+  registered = op_def_pb2.OpList()
+  registered.ParseFromString(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
+  everything = sorted(op.name for op in registered.op)  # this process's: tensorflow-text's ops too
+  assert "RegexSplitWithOffsets" in everything
+
+  def kept_as(**changes):
+    return json.dumps({**json.loads(written), **changes})
+
+  without_const = [op for op in sorted(first) if op != "Const"]
+  for text, why in [
+      ('{"key": "', "not JSON (Unterminated string starting at: line 1 column 9 (char 8))"),
+      (kept_as(ops=everything), "its list does not match its SHA-256"),
+      (json.dumps({"key": key, "tensorflow": tf.__version__, "ops": everything}), "no SHA-256 of its list"),
+      (kept_as(ops="MatMul"), "no list of op names"),
+      (kept_as(tensorflow="2.0.0"), "written for another TensorFlow installation"),
+      (kept_as(ops=without_const, sha256=hashlib.sha256("\n".join(without_const).encode()).hexdigest()),
+       "lacks Const, which every TensorFlow registers"),
+      (kept_as(ops=["Const", "Identity", "MatMul", "NoOp", "NotAnOp", "Placeholder"],
+               sha256=hashlib.sha256(b"Const\nIdentity\nMatMul\nNoOp\nNotAnOp\nPlaceholder").hexdigest()),
+       "lists 1 op types this TensorFlow does not register (NotAnOp)")]:
+    kept.write_text(text)
+    serving.core_op_types.cache_clear()
+    caplog.clear()
+    answer = {"MatMul", f"Asked{len(asked) + 1}"}
+    with caplog.at_level(logging.WARNING):
+      assert serving.core_op_types() == answer
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{kept}: {why}; listing core TensorFlow's op types again"], why
+    assert json.loads(kept.read_text())["ops"] == sorted(answer)
   # Another TensorFlow (version, or a plugin added to or changed in a site-packages folder) has its own key.
   monkeypatch.setattr(tf, "__version__", "2.99.0")
   other_version = serving._core_ops_key()
@@ -278,13 +311,13 @@ def test_the_core_op_list_is_asked_once_per_installation_and_kept(tmp_path, monk
   os.symlink(site_dir / "missing.so", site_dir / "tensorflow-plugins" / "libdangling.so")  # loads nothing
   assert serving._core_ops_key() == touched
   serving.core_op_types.cache_clear()
-  assert serving.core_op_types() == {"MatMul", "Asked3"} and asked[-1] == serving._core_ops_key()
+  assert serving.core_op_types() == {"MatMul", f"Asked{len(asked)}"} and asked[-1] == serving._core_ops_key()
   # A cache that cannot be written is passed over: the answer still comes.
   blocked = tmp_path / "a_file"
   blocked.write_text("")
   monkeypatch.setenv("BERT_TF_CACHE", str(blocked))
   serving.core_op_types.cache_clear()
-  assert serving.core_op_types() == {"MatMul", "Asked4"}
+  assert serving.core_op_types() == {"MatMul", f"Asked{len(asked)}"}
 
 
 def _warmup_requests(version_dir):

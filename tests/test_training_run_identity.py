@@ -53,12 +53,75 @@ def test_file_entries_name_the_content(tmp_path, monkeypatch):
   assert entry == {"path": str(tmp_path / "*.rec"), "files": 2, "bytes": 3, "sha256": expected}
 
 
-def test_init_checkpoint_names_are_absolute_and_released_names_kept(tmp_path, monkeypatch):
+def test_init_checkpoints_are_recorded_by_content_under_the_path_as_given(tmp_path, monkeypatch):
+  """What --init_checkpoint resolves to, by content: the same weights named from another working directory, or
+  copied elsewhere, are the same; other weights at the same path are not. Released names are kept as given."""
+  import tensorflow as tf
+
   monkeypatch.chdir(tmp_path)
-  assert ri.checkpoint_name("out/pretrain/") == str(tmp_path / "out" / "pretrain")
-  assert ri.checkpoint_name("hf:sentence-transformers/all-MiniLM-L6-v2") == "hf:sentence-transformers/all-MiniLM-L6-v2"
-  assert ri.checkpoint_name("gs://bucket/model") == "gs://bucket/model"
-  assert ri.checkpoint_name(None) is None
+  tf.train.Checkpoint(v=tf.Variable([1.0, 2.0])).write(str(tmp_path / "pretrain" / "encoder_checkpoint" / "encoder"))
+  entry = ri.checkpoint_entry("pretrain/")
+  assert (entry["path"], entry["files"]) == ("pretrain", 2)
+  shutil.copytree(tmp_path / "pretrain", tmp_path / "copy")
+  monkeypatch.chdir(tmp_path / "copy")
+  assert ri.differences(ri.RunIdentity("t", {"init_checkpoint": entry}).as_json(),
+                        ri.RunIdentity("t", {"init_checkpoint": ri.checkpoint_entry(".")})) == []
+  # A record written before content identity holds the absolute path: the same path is the same checkpoint.
+  assert ri.differences({"settings": {"init_checkpoint": str(tmp_path / "pretrain")}},
+                        ri.RunIdentity("t", {"init_checkpoint": ri.checkpoint_entry("../pretrain")})) == []
+  tf.train.Checkpoint(v=tf.Variable([1.0, 3.0])).write(str(tmp_path / "copy" / "encoder_checkpoint" / "encoder"))
+  changed = ri.checkpoint_entry(".")
+  assert ri.differences(ri.RunIdentity("t", {"init_checkpoint": entry}).as_json(),
+                        ri.RunIdentity("t", {"init_checkpoint": changed})) == [
+      f"init_checkpoint: pretrain (2 files, {entry['bytes']} bytes, sha256 {entry['sha256'][:12]}) -> . (2 files, "
+      f"{changed['bytes']} bytes, sha256 {changed['sha256'][:12]})"]
+  (tmp_path / "hf").mkdir()  # another form (a Hugging Face folder): the files in it
+  for name, text in (("config.json", "{}"), ("model.safetensors", "w")):
+    (tmp_path / "hf" / name).write_text(text)
+  assert ri.checkpoint_entry(str(tmp_path / "hf"))["files"] == 2
+  assert ri.checkpoint_entry("hf:sentence-transformers/all-MiniLM-L6-v2") == "hf:sentence-transformers/all-MiniLM-L6-v2"
+  assert ri.checkpoint_entry(str(tmp_path / "none")) == str(tmp_path / "none")
+  assert ri.checkpoint_entry(None) is None
+
+
+def test_paths_are_recorded_relative_to_the_output_dir_under_it_else_as_given(tmp_path, monkeypatch):
+  """Issue 40 (8): no absolute path in run.json; a rerun from another working directory is the same run."""
+  monkeypatch.chdir(tmp_path)
+  os.makedirs("out/data")
+  for name in ("out/data/train.csv", "vocab.txt"):
+    (tmp_path / name).write_text("x\n")
+  identity = _identity(train_file=ri.file_entry("out/data/train.csv"), vocab_file=ri.file_entry("vocab.txt"),
+                       shards=ri.files_entry(f"{tmp_path}/out/data/*.csv,gs://b/*.rec", []))
+  ri.start_run("out", identity, chief=True)
+  settings = json.loads((tmp_path / "out" / ri.RECORD_NAME).read_text())["settings"]
+  assert (settings["train_file"]["path"], settings["vocab_file"]["path"], settings["shards"]["path"]) == (
+      "data/train.csv", "vocab.txt", "data/*.csv,gs://b/*.rec")
+  assert str(tmp_path) not in (tmp_path / "out" / ri.RECORD_NAME).read_text()
+  _trained("out")
+  os.makedirs("elsewhere")
+  monkeypatch.chdir(tmp_path / "elsewhere")
+  said = []
+  ri.start_run("../out", _identity(train_file=ri.file_entry("../out/data/train.csv"),
+                                   vocab_file=ri.file_entry("../vocab.txt"), shards=identity.settings["shards"]),
+               chief=True, say=said.append)
+  assert said == [f"{tmp_path / 'out'}: vocab_file: vocab.txt -> ../vocab.txt (the same content)"]
+
+
+def test_a_run_refused_before_it_saves_weights_withdraws_its_record(tmp_path):
+  out = tmp_path / "out"
+  recorded = ri.start_run(str(out), _identity(), chief=True)
+  assert recorded.withdraw() and os.listdir(out) == []  # a fresh run: no record left
+  ri.start_run(str(out), _identity(), chief=True)
+  _trained(str(out))
+  before = (out / ri.RECORD_NAME).read_text()
+  longer = ri.RunIdentity("classifier", _identity().settings, {"num_train_epochs": 5.0})
+  recorded = ri.start_run(str(out), longer, chief=True)
+  assert ri.read(str(out))["resumable"] == {"num_train_epochs": 5.0}
+  assert recorded.withdraw() and (out / ri.RECORD_NAME).read_text() == before  # the earlier record, as it was
+  recorded = ri.start_run(str(out), longer, chief=True)
+  (out / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')  # it saved weights since
+  assert not recorded.withdraw() and ri.read(str(out))["resumable"] == {"num_train_epochs": 5.0}
+  assert ri.start_run(str(out), longer, chief=False) is None  # a worker writes nothing
 
 
 def test_differences_name_each_setting_old_and_new(tmp_path):
@@ -255,12 +318,12 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path):
   ri.check_output_dir("gs://bucket/out")
 
 
-# -- Each task's run checks before any work: stopped where it checks its init checkpoint ---------------------------
+# -- Each task's run checks before any work: stopped where it makes its tokenizer ----------------------------------
 
 
 class _Stop(Exception):
-  """Raised where the driver checks a run's init checkpoint, just after its check of the output dir: nothing is
-  read beyond the inputs' checks, and nothing is trained."""
+  """Raised where the driver makes a run's tokenizer, just after its check of the output dir: nothing is read
+  beyond the inputs' checks, and nothing is trained. Not a user error: the record stays."""
 
 
 @pytest.fixture
@@ -270,7 +333,7 @@ def stopped(monkeypatch):
   def stop(self):
     raise _Stop
 
-  monkeypatch.setattr(driver.TaskRun, "check_init_checkpoint", stop)
+  monkeypatch.setattr(driver.TaskRun, "tokenizer", stop)
 
 
 def _finetuning(tmp_path, **changes):
@@ -285,7 +348,7 @@ def _finetuning(tmp_path, **changes):
 
 
 def _refused_then_resumed(run, make, out, change, expected):
-  """run(make()) records its run and stops at its strategy; as if it had saved a checkpoint, run(make(**change))
+  """run(make()) records its run and stops at its tokenizer; as if it had saved a checkpoint, run(make(**change))
   is refused naming `expected`, and run(make(num_train_epochs=2.0)) passes the check and says it continues."""
   with pytest.raises(_Stop):
     run(make(), say=lambda line: None)
@@ -354,6 +417,13 @@ def test_ner_refuses_another_label_scheme_and_another_feature_choice(tmp_path, s
   os.makedirs(tmp_path / "conll")
   write(tmp_path / "conll" / "eng.train", ORIGINAL)
   vocab = th.write_vocab(tmp_path)
+
+  if feature_based:  # a frozen encoder to read, which the driver checks against the config before the run's record
+    from bert_tf.model import checkpoints
+    from bert_tf.model.encoder import BertEncoder
+
+    config = _finetuning(tmp_path).bert_config
+    checkpoints.export_encoder(BertEncoder(config), config, str(tmp_path / "pretrained"))
 
   def make(label_scheme="IOB2", feature_based=feature_based, **changes):
     init = {"init_checkpoint": str(tmp_path / "pretrained")} if feature_based else {}
@@ -471,7 +541,7 @@ def sms(tmp_path_factory):
   config = BertConfig.from_preset("tiny", vocab_size=len(tokens), hidden_size=18, num_attention_heads=3,
                                   intermediate_size=37, num_hidden_layers=1, max_position_embeddings=24)
   checkpoints.export_encoder(BertEncoder(config), config, str(root / "pretrained"))
-  shutil.copytree(root / "pretrained", root / "pretrained2")
+  checkpoints.export_encoder(BertEncoder(config), config, str(root / "pretrained2"))  # other weights
   rows = [(SPAM[i % 3], "spam") if i % 2 else (HAM[i % 3], "ham") for i in range(17)]
   _sms(root, rows, "train.csv")
   _sms(root, rows[:-1], "train2.csv")
@@ -546,10 +616,12 @@ def test_another_training_file_learning_rate_and_init_checkpoint_are_refused(sms
   result = results["many"]
   assert result.returncode == 1, result.stderr[-3000:]
   before, after = (ri.file_entry(str(root / name)) for name in ("train.csv", "train2.csv"))
+  init, init2 = (ri.checkpoint_entry(str(root / name)) for name in ("pretrained", "pretrained2"))
   assert _errors(result) == [
-      f"error: {root / 'out_many'} holds a run trained with other settings (train_file: {root / 'train.csv'} "
-      f"({before['bytes']} bytes, sha256 {before['sha256'][:12]}) -> {root / 'train2.csv'} ({after['bytes']} bytes, "
-      f"sha256 {after['sha256'][:12]}); init_checkpoint: {root / 'pretrained'} -> {root / 'pretrained2'}; "
+      f"error: {root / 'out_many'} holds a run trained with other settings (train_file: train.csv "
+      f"({before['bytes']} bytes, sha256 {before['sha256'][:12]}) -> train2.csv ({after['bytes']} bytes, "
+      f"sha256 {after['sha256'][:12]}); init_checkpoint: pretrained (2 files, {init['bytes']} bytes, sha256 "
+      f"{init['sha256'][:12]}) -> pretrained2 (2 files, {init2['bytes']} bytes, sha256 {init2['sha256'][:12]}); "
       "learning_rate: 0.001 -> 0.003); give another --output_dir to keep that run, or pass --overwrite_output_dir "
       "to start over there"]
 

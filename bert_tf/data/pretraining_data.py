@@ -278,11 +278,14 @@ class RunConfig:
   def stats_path(self) -> str:
     return self.stats_file or self.output_files[0] + ".stats.json"
 
+  def outputs(self) -> list[tuple[str, str]]:
+    """(flag, path) of every file the run writes: the records, then the statistics."""
+    return [("output_file", path) for path in self.output_files] + [("stats_file", self.stats_path)]
+
   def check_outputs(self) -> None:
     """Before anything is read: no output (records or statistics) is a folder or one of the inputs (the text or
     the vocabulary), which the rename at the end would replace; one line naming both flags."""
-    outputs = [("output_file", path) for path in self.output_files] + [("stats_file", self.stats_path)]
-    for flag, path in outputs:
+    for flag, path in self.outputs():
       fileio.check_output_file(flag, path)
       fileio.check_not_input(flag, path, {"input_file": self.input_files, "vocab_file": [self.tokenizer.vocab_file]})
 

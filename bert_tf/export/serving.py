@@ -403,27 +403,68 @@ def core_op_types() -> frozenset[str]:
   Asking costs a TensorFlow start-up (seconds of CPU), and the answer depends only on the TensorFlow
   installation, so it is kept in <fileio.cache_dir()>/core_ops/<key>.json, the key naming this interpreter,
   TensorFlow's version and folder, and the size and modification time of each of its op-registering libraries
-  and plugins (`_core_ops_key`): reinstalling or upgrading TensorFlow asks again. A cache that cannot be read
-  or written is passed over (asked again, and not kept)."""
+  and plugins (`_core_ops_key`): reinstalling or upgrading TensorFlow asks again. A kept list is used only when
+  it is plausible (`_kept_core_ops`); else it is said in one warning line, asked again and written over (whole or
+  not at all). A cache that cannot be written is passed over (asked again, and not kept)."""
   key = _core_ops_key()
   path = os.path.join(fileio.cache_dir(), "core_ops", f"{key}.json")
   try:
-    with open(path, encoding="utf-8") as f:
-      kept = json.load(f)
-    if kept.get("key") == key and isinstance(kept.get("ops"), list) and kept["ops"]:
-      return frozenset(kept["ops"])
-  except (OSError, ValueError, AttributeError):
-    pass  # none kept yet, or unreadable: ask
+    kept = _kept_core_ops(path, key)
+  except FileNotFoundError:
+    kept = None  # none kept yet
+  except (OSError, ValueError) as e:
+    logging.warning("%s: %s; listing core TensorFlow's op types again", path, e)
+    kept = None
+  if kept is not None:
+    return kept
   ops = _ask_core_op_types()
+  listed = sorted(ops)
   try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as f:
-      json.dump({"key": key, "tensorflow": tf.__version__, "ops": sorted(ops)}, f)
-    os.replace(temp, path)  # whole or not at all: a process reading beside this one sees the old file or the new
+    fileio.write_text_atomic(path, json.dumps({"key": key, "tensorflow": tf.__version__, "ops": listed,
+                                               "sha256": _digest(listed)}))
   except OSError as e:
     logging.debug("core op list not cached at %s: %s", path, e)
   return ops
+
+
+# Ops every TensorFlow registers: a core list without one of them is not one.
+_ALWAYS_CORE = ("Const", "Identity", "MatMul", "NoOp", "Placeholder")
+
+
+def _digest(ops: Sequence[str]) -> str:
+  return hashlib.sha256("\n".join(ops).encode("utf-8")).hexdigest()
+
+
+def _kept_core_ops(path: str, key: str) -> frozenset[str]:
+  """The core op list kept at `path`; ValueError saying why it is not plausible (a damaged or hand-made file would
+  make a manifest call tensorflow-text's ops core TensorFlow's, or the reverse): it must parse, carry this `key` and
+  TensorFlow version and the SHA-256 of its list, hold the ops every TensorFlow has, and only ops this process has
+  registered (it imports TensorFlow and tensorflow-text: core TensorFlow's are among them)."""
+  from tensorflow.core.framework import op_def_pb2
+  from tensorflow.python.client import pywrap_tf_session
+
+  with open(path, encoding="utf-8") as f:
+    try:
+      kept = json.load(f)
+    except ValueError as e:
+      raise ValueError(f"not JSON ({e})") from None
+  ops = kept.get("ops") if isinstance(kept, dict) else None
+  if not isinstance(ops, list) or not ops or not all(isinstance(op, str) for op in ops):
+    raise ValueError("no list of op names")
+  if kept.get("key") != key or kept.get("tensorflow") != tf.__version__:
+    raise ValueError("written for another TensorFlow installation")
+  if kept.get("sha256") != _digest(ops):
+    raise ValueError("its list does not match its SHA-256" if "sha256" in kept else "no SHA-256 of its list")
+  missing = [op for op in _ALWAYS_CORE if op not in ops]
+  if missing:
+    raise ValueError(f"lacks {', '.join(missing)}, which every TensorFlow registers")
+  registered = op_def_pb2.OpList()
+  registered.ParseFromString(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
+  unknown = set(ops) - {op.name for op in registered.op}
+  if unknown:
+    shown = ", ".join(sorted(unknown)[:3]) + (", ..." if len(unknown) > 3 else "")
+    raise ValueError(f"lists {len(unknown)} op types this TensorFlow does not register ({shown})")
+  return frozenset(ops)
 
 
 def _core_ops_key() -> str:
@@ -652,7 +693,8 @@ def export_servable(server: tf.Module, signatures: Mapping[str, Any], export_dir
   tf.io.gfile.makedirs(model_dir)
   # One export at a time per model folder (`.lock`, which TF Serving ignores: it loads numeric names only), so
   # the hidden version folders an export killed mid-write left are known dead and removed here.
-  with run_lock.RunLock(model_dir):
+  # Its flags name the folder (export.py, export_<task>.py and every run script's --export_dir share them).
+  with run_lock.RunLock(model_dir, instead="give another --model_name or --export_dir"):
     for path in checkpointing.remove_export_leftovers(model_dir):
       logging.warning("removed %s, left by an interrupted export", path)
     if version is None:

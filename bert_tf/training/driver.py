@@ -2,11 +2,12 @@
 hooks (a `TaskRun`).
 
   validate --> read every input the --do_* flags ask for (before any work) --> strategy --> the output dir's lock
-  (the task's: fine-tuning scripts hold it from the start, `cli.run_finetuning`) --> with --do_train, what the
-  output dir's run is (`run_identity`: a rerun that would change it is refused) --> the init checkpoint checked
-  against the BERT config (before any feature file) --> tokenizer --> seed --> train (the task's trainer task
-  through `TaskRun.fit`, resumable; the trained model's folder written by the chief) or load (a fine-tuned folder
-  at --init_checkpoint) --> evaluate (--do_eval) --> predict (--do_predict) --> export (--export_dir, the chief).
+  (the task's: fine-tuning scripts hold it from the start, `cli.run_finetuning`) --> the init checkpoint checked
+  against the BERT config --> with --do_train, what the output dir's run is (`run_identity`: a rerun that would
+  change it is refused; a run refused later, before it saves weights, withdraws its record) --> tokenizer -->
+  seed --> train (the task's trainer task through `TaskRun.fit`, resumable; the trained model's folder written by
+  the chief) or load (a fine-tuned folder at --init_checkpoint) --> evaluate (--do_eval) --> predict
+  (--do_predict) --> export (--export_dir, the chief).
 
 Pretraining (bert_tf/tasks/pretraining/run.py) runs on it too: its hooks count steps instead of epochs, take the
 run lock, start the encoder from --init_checkpoint, write the encoder hand-off as its model folder, and without
@@ -31,6 +32,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.errors import UserError
 from bert_tf.training import distribute, finetuning, run_identity, trainer
 from bert_tf.training.run_options import RunOptions
 
@@ -151,15 +153,22 @@ class TaskRun:
     del chief
     return contextlib.nullcontext()
 
-  def start_runs(self, say: Say, chief: bool) -> None:
+  def start_runs(self, say: Say, chief: bool) -> list[run_identity.Recorded]:
     """--do_train: refuses a rerun that would change the output dir's run, before any work
     (`run_identity.start_run`); starts over with --overwrite_output_dir. Each of the selection protocol's runs
-    (`selection_runs`) records its own in its folder. Only the chief (`chief`) writes the records."""
-    run_identity.start_run(self.config.output_dir, self.run_identity(), self.options.overwrite_output_dir, chief,
-                           outputs=self.outputs, model_dirs=(self.model_dir,), inputs=self.input_files(), say=say)
-    for run in self.selection_runs():
-      run_identity.start_run(run.config.output_dir, run.run_identity(), chief=chief, outputs=self.outputs,
-                             model_dirs=(self.model_dir,), say=say)
+    (`selection_runs`) records its own in its folder. Only the chief (`chief`) writes the records; returns them
+    (a refused run withdraws them: `run_finetuning`)."""
+    written = [run_identity.start_run(self.config.output_dir, self.run_identity(), self.options.overwrite_output_dir,
+                                      chief, outputs=self.outputs, model_dirs=(self.model_dir,),
+                                      inputs=self.input_files(), say=say)]
+    try:
+      for run in self.selection_runs():
+        written.append(run_identity.start_run(run.config.output_dir, run.run_identity(), chief=chief,
+                                              outputs=self.outputs, model_dirs=(self.model_dir,), say=say))
+    except BaseException:
+      _withdraw(written)
+      raise
+    return [record for record in written if record is not None]
 
   def check_init_checkpoint(self) -> None:
     """With --do_train: --init_checkpoint fits the BERT config, before any feature file is written."""
@@ -254,17 +263,21 @@ def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None,
   strategy = strategy or run.strategy()
   chief = distribute.is_chief(strategy)
   with run.lock(chief):
-    if config.do_train:  # what the output dir's run is: a rerun that would change it is refused here
-      run.start_runs(say, chief)
-    run.check_init_checkpoint()  # before any feature file is written
-    tokenizer = run.tokenizer()
-    tf.io.gfile.makedirs(config.output_dir)
-    runs = run.selection_runs()
-    if runs:
-      context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
-    else:
-      context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
-      model, model_dir = train_and_evaluate(run, context)
+    run.check_init_checkpoint()  # before the output dir is touched, and before any feature file is written
+    # What the output dir's run is: a rerun that would change it is refused here.
+    recorded = run.start_runs(say, chief) if config.do_train else []
+    try:
+      tokenizer = run.tokenizer()
+      tf.io.gfile.makedirs(config.output_dir)
+      runs = run.selection_runs()
+      if runs:
+        context, model, model_dir = _select(run, runs, strategy, tokenizer, say, chief)
+      else:
+        context = Context(strategy, tokenizer, say, chief, {"output_dir": config.output_dir})
+        model, model_dir = train_and_evaluate(run, context)
+    except (ValueError, OSError, UserError):
+      _withdraw(recorded)  # refused before it saved weights (a bad input in its features): it leaves no record
+      raise
     if model is None:  # interrupted: the summary says so
       return context.summary
     if run.do_predict:
@@ -273,6 +286,14 @@ def run_finetuning(run: TaskRun, strategy: tf.distribute.Strategy | None = None,
       context.summary["export"] = run.export(model_dir, context)
       say(f"the SavedModel for TensorFlow Serving: {context.summary['export']}")
     return context.summary
+
+
+def _withdraw(recorded: list[run_identity.Recorded | None]) -> None:
+  """Withdraws the run records a refused run wrote (`run_identity.Recorded.withdraw`: not those of a run that
+  saved weights since)."""
+  for record in recorded:
+    if record is not None:
+      record.withdraw()
 
 
 def train_and_evaluate(run: TaskRun, context: Context) -> tuple[Any, str]:

@@ -3,17 +3,19 @@
 A training run (any task's --do_train, and pretraining) writes `<output_dir>/run.json` before its first step:
 
   {"format": 1, "task": "classifier",
-   "settings": {"train_file": {"path": "/data/sms/train.csv", "bytes": 5120, "sha256": "9f86d0..."},
+   "settings": {"train_file": {"path": "data/sms/train.csv", "bytes": 5120, "sha256": "9f86d0..."},
                 "labels": ["ham", "spam"], "learning_rate": 5e-05, "bert_config": {...}, ...},
    "resumable": {"num_train_epochs": 3.0}}
 
 `settings` are what shapes the weights: the task, the training data (path and content fingerprint), labels and
-columns, task type, init checkpoint, model config, sequence length, vocabulary (its content), and the
-optimisation settings (learning rate, schedule, batch size, seed, optimizer, precision, accumulation). A rerun
-whose settings differ in any of them is refused before any work, by `start_run`, in one line naming each
-difference (`name: old -> new`) and the two ways out: another --output_dir, or --overwrite_output_dir, which
-starts over (`start_over`). A data file or vocabulary found at another path with the same content is the same
-input (said, not refused).
+columns, task type, init checkpoint (the content of what it resolves to), model config, sequence length,
+vocabulary (its content), and the optimisation settings (learning rate, schedule, batch size, seed, optimizer,
+precision, accumulation). A rerun whose settings differ in any of them is refused before any work, by `start_run`,
+in one line naming each difference (`name: old -> new`) and the two ways out: another --output_dir, or
+--overwrite_output_dir, which starts over (`start_over`). An input found at another path with the same content is
+the same input (said, not refused): inputs are compared by content, so a rerun from another working directory, or
+of a run folder moved or shared, is the same run. Paths are recorded relative to the output dir where they lie
+under it, else as the user spelled them: no absolute path (and no user name in it) travels with a shared folder.
 
 `resumable` is the length of training (num_train_epochs, num_train_steps): a rerun asking for more resumes from
 the run's checkpoint and says so (the trainer then logs the steps). What does not change the weights (logging,
@@ -22,7 +24,9 @@ change freely.
 
 A run directory made before this record (checkpoints, no run.json) is taken as this run's, said, and recorded.
 A record whose run saved no weights yet (no checkpoint, no model folder: it stopped before its first checkpoint)
-binds nothing: a rerun with other settings replaces it, and says so. Only the chief of a multi-worker job writes;
+binds nothing: a rerun with other settings replaces it, and says so. A run refused after its record was written
+but before it saved weights (an input found bad while its features are written, an init checkpoint that does not
+fit) withdraws it (`Recorded.withdraw`): a refused run leaves nothing. Only the chief of a multi-worker job writes;
 every process checks, so all refuse alike. Without --do_train nothing is checked or written: evaluation and
 prediction read a model, they do not make one.
 """
@@ -82,12 +86,11 @@ def _plain(value: Any) -> Any:
 
 
 def file_entry(path: str | None) -> dict | None:
-  """The record of an input file: its absolute path, size and SHA-256 (`fileio.fingerprint`); None for none."""
+  """The record of an input file: its path as given, size and SHA-256 (`fileio.fingerprint`); None for none."""
   if not path:
     return None
   size, *sampled, digest = fileio.fingerprint(path, WHOLE_FILE_BYTES).split(":")
-  return {"path": fileio.absolute(path), "bytes": int(size), "sha256": digest, **({"sampled": True} if sampled
-                                                                                 else {})}
+  return {"path": path, "bytes": int(size), "sha256": digest, **({"sampled": True} if sampled else {})}
 
 
 def files_entry(pattern: str, paths: Sequence[str]) -> dict:
@@ -105,21 +108,36 @@ def files_entry(pattern: str, paths: Sequence[str]) -> dict:
           "sha256": digest.hexdigest()}
 
 
-def checkpoint_name(path: str | None) -> str | None:
-  """--init_checkpoint as recorded: a released name (`hf:...`, `keras_hub:...`) as given, a path absolute and
-  without a trailing "/" (the same checkpoint named from another working directory is the same)."""
+def checkpoint_entry(path: str | None) -> str | dict | None:
+  """--init_checkpoint as recorded: a released name (`hf:...`, `keras_hub:...`) as given; else what it reads, by
+  content (`files_entry` under the path as given, without a trailing "/"): the .index and .data files of the
+  checkpoint it resolves to (`checkpoints.resolve_checkpoint`), or the files of a folder in another form (a Hugging
+  Face model). The same weights named from another working directory, or copied elsewhere, are the same; a path
+  that holds nothing stays as given (the run refuses it later)."""
   if not path:
     return None
   if ":" in path.split("/")[0] and not fileio.is_remote(path):
     return path
-  return fileio.absolute(path.rstrip("/"))
+  import tensorflow as tf
+
+  from bert_tf.model import checkpoints
+
+  given = path.rstrip("/") or path
+  try:
+    files = checkpoints.checkpoint_files(checkpoints.resolve_checkpoint(given))
+  except (FileNotFoundError, tf.errors.OpError):
+    files = []
+  if not files and fileio.isdir(given):
+    files = [fileio.join(given, name) for name in fileio.listdir(given)
+             if not name.startswith(".") and not fileio.isdir(fileio.join(given, name))]
+  return files_entry(given, files) if files else given
 
 
 def finetuning_settings(ft) -> dict:
   """The settings of a `finetuning.FinetuningConfig` that shape the weights (the task adds its data, labels,
   lengths and vocabulary); num_train_epochs is resumable, the rest of it (cadences, evaluation, devices) is
   not part of what the run is."""
-  return {"init_checkpoint": checkpoint_name(ft.init_checkpoint), "bert_config": ft.bert_config.to_dict(),
+  return {"init_checkpoint": checkpoint_entry(ft.init_checkpoint), "bert_config": ft.bert_config.to_dict(),
           "train_batch_size": ft.train_batch_size, "learning_rate": ft.learning_rate,
           "warmup_proportion": ft.warmup_proportion, "optimizer": ft.optimizer, "dtype": ft.dtype,
           "gradient_accumulation_steps": ft.gradient_accumulation_steps, "seed": ft.seed}
@@ -163,6 +181,9 @@ def _is_file(value: Any) -> bool:
 def _same(old: Any, new: Any) -> bool:
   if _is_file(old) and _is_file(new):  # the content decides, not where it lies
     return all(old.get(k) == new.get(k) for k in ("bytes", "sha256", "files"))
+  if isinstance(old, str) and _is_file(new) and (os.path.isabs(old) or fileio.is_remote(old)):
+    # --init_checkpoint as records before content identity wrote it: an absolute path, which the rerun resolves.
+    return fileio.resolved(old) == fileio.resolved(new["path"])
   return old == new
 
 
@@ -226,19 +247,82 @@ def has_weights(output_dir: str, model_dirs: Sequence[str] = ()) -> bool:
       fileio.exists(fileio.join(output_dir, name)) for name in model_dirs)
 
 
+def _weights_state(output_dir: str, model_dirs: Sequence[str]) -> tuple:
+  """What says which weights `output_dir` holds: TensorFlow's checkpoint state file (its text names the newest
+  checkpoint) and which of `model_dirs` exist. Equal before and after a step of a run: it saved no weights."""
+  state = fileio.join(output_dir, "checkpoints", "checkpoint")
+  text = None
+  if fileio.exists(state):
+    with fileio.open_file(state, "r") as f:
+      text = f.read()
+  return text, tuple(fileio.exists(fileio.join(output_dir, name)) for name in model_dirs)
+
+
+@dataclasses.dataclass
+class Recorded:
+  """The record `start_run` wrote: `path`, the record it replaced (`before`, its text; None: there was none) and
+  the output dir's weights then (`_weights_state`)."""
+
+  path: str
+  before: str | None
+  weights: tuple
+  model_dirs: tuple[str, ...] = ()
+
+  def withdraw(self) -> bool:
+    """For a run refused after `start_run` (a bad input found while its features are written, an init checkpoint
+    that does not fit): puts back what was there, the earlier record or none, unless the run saved weights since
+    (the record then describes them, and stays). Returns whether it did."""
+    if _weights_state(os.path.dirname(self.path), self.model_dirs) != self.weights:
+      return False
+    if self.before is None:
+      if fileio.exists(self.path):
+        fileio.remove(self.path)
+    else:
+      fileio.write_text_atomic(self.path, self.before)
+    return True
+
+
+def _relative_to(path: str, folder: str) -> str:
+  """Each of comma-separated `path` (files or globs) relative to resolved `folder` where it lies under it, else as
+  given."""
+  spelled = []
+  for part in path.split(","):
+    item = part.strip()
+    if item and fileio.is_remote(item) == fileio.is_remote(folder) and not item.startswith(("hf:", "keras_hub:")):
+      full, root = fileio.resolved(item), fileio.resolved(folder).rstrip("/")
+      if full.startswith(root + "/"):
+        part = full[len(root) + 1:]
+    spelled.append(part)
+  return ",".join(spelled)
+
+
+def as_recorded(identity: RunIdentity, output_dir: str) -> RunIdentity:
+  """`identity` with each input's path as a record spells it: relative to `output_dir` where it lies under it (the
+  folder moves or is shared with its inputs), else as the user gave it."""
+  def spell(value):
+    if _is_file(value) and isinstance(value.get("path"), str):
+      return dict(value, path=_relative_to(value["path"], output_dir))
+    if isinstance(value, dict):
+      return {name: spell(item) for name, item in value.items()}
+    return value
+
+  return dataclasses.replace(identity, settings=spell(dict(identity.settings)))
+
+
 def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, chief: bool | None = None,
               outputs: Sequence[str] = (), model_dirs: Sequence[str] = (),
               inputs: Mapping[str, str | Sequence[str] | None] | None = None,
-              say: Callable[[str], None] = logging.info) -> None:
+              say: Callable[[str], None] = logging.info) -> Recorded | None:
   """What a training run does with its --output_dir before any feature file or training step.
 
   First refuses `inputs` (the run's, flag -> paths: `check_inputs_kept`) that are or lie in what the run writes
   there: COMMON_OUTPUTS and the task's `outputs` (names or globs) and `model_dirs`. With `overwrite`
   (--overwrite_output_dir), then removes what earlier runs wrote there (`start_over`). Then compares `identity`
-  with the recorded run: raises RunChanged (one line: each difference and the two ways out) when the recorded run
-  saved weights (`has_weights` with the task's `model_dirs`) and any setting differs; says which inputs moved
-  (same content) and which resumable lengths changed. Finally the chief (`chief`; None: from TF_CONFIG) writes
-  the record (`write`).
+  (`as_recorded`) with the recorded run: raises RunChanged (one line: each difference and the two ways out) when
+  the recorded run saved weights (`has_weights` with the task's `model_dirs`) and any setting differs; says which
+  inputs moved (same content) and which resumable lengths changed. Finally the chief (`chief`; None: from
+  TF_CONFIG) writes the record (`write`) and gets it back as a `Recorded`, to withdraw if the run is refused
+  before it saves weights; None for the other workers.
 
   Call it holding the run's lock (`run_lock.RunLock`), which the scripts take before the run starts.
   """
@@ -251,6 +335,7 @@ def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, c
   check_inputs_kept(output_dir, names, inputs or {}, removes=overwrite)
   if overwrite:
     start_over(output_dir, names, chief, say)
+  identity = as_recorded(identity, output_dir)
   recorded = read(output_dir)
   if recorded is None:
     if has_weights(output_dir, model_dirs):
@@ -272,8 +357,16 @@ def start_run(output_dir: str, identity: RunIdentity, overwrite: bool = False, c
       if name in before and before[name] != value and trained and not changed:
         say(f"{name}: {_show(before[name])} -> {_show(value)}: the run in {output_dir} continues from its last "
             "checkpoint")
-  if chief:
-    write(output_dir, identity)
+  if not chief:
+    return None
+  path = record_path(output_dir)
+  before_text = None
+  if recorded is not None:
+    with fileio.open_file(path, "r") as f:
+      before_text = f.read()
+  weights = _weights_state(output_dir, model_dirs)
+  write(output_dir, identity)
+  return Recorded(path, before_text, weights, tuple(model_dirs))
 
 
 def check_output_dir(output_dir: str, flag: str = "--output_dir") -> None:

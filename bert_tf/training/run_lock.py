@@ -1,7 +1,9 @@
-"""One run per output directory: a lock file, `<output_dir>/.lock`, held while a training script runs.
+"""One run per output directory: a lock file, `<output_dir>/.lock`, held while a training script runs (and while an
+export writes a model's versions); one writer per output file: `.<name>.lock` beside it (`RunLock.for_file`).
 
 Two runs on one --output_dir would overwrite each other's checkpoints and encoder while both exit 0, so the
-second is refused with a message naming the holder. The lock is a small JSON file:
+second is refused with a message naming the holder; so would two commands writing one file. The lock is a small
+JSON file:
 
   {"host": ..., "pid": ..., "started": "2026-11-23T21:10:28", "process_start": <clock ticks>, "heartbeat": <unix>}
 
@@ -67,11 +69,17 @@ def _first_missing(folder: str) -> str | None:
 
 class RunLock:
   """`with RunLock(output_dir):` holds `<output_dir>/.lock` for the block; raises OutputDirInUse if a live run
-  holds it. Reentrant within a process is not needed: one script takes one lock."""
+  holds it. Reentrant within a process is not needed: one script takes one lock.
 
-  def __init__(self, output_dir: str, enabled: bool = True):
+  `instead`: what the refused command can do besides waiting, in the words of its flags (the folder's lock of an
+  export is not an --output_dir's); `for_file` locks an output file instead of a folder."""
+
+  def __init__(self, output_dir: str, enabled: bool = True, instead: str = "pass another --output_dir"):
     self.path = os.path.join(fileio.absolute(output_dir), LOCK_NAME)
+    self.target = os.path.dirname(self.path)  # what the lock holds: the folder, or `for_file`'s file
     self.enabled = enabled
+    self.instead = instead
+    self.sweep = True  # the holder of a run folder removes what an interrupted export left there
     self._record: dict | None = None
     self._stop = threading.Event()
     self._thread: threading.Thread | None = None
@@ -113,10 +121,19 @@ class RunLock:
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)), "heartbeat": now,
             "command": " ".join(sys.argv)[:500]}
 
+  @classmethod
+  def for_file(cls, path: str, flag: str, enabled: bool = True) -> RunLock:
+    """The lock of one output file `path` (--`flag`'s, without "--"): `.<name>.lock` beside it, so that two commands
+    writing the same file (the last rename would win, both exiting 0) run one at a time."""
+    lock = cls(os.path.dirname(fileio.absolute(path)), enabled, instead=f"give another --{flag}")
+    lock.path = fileio.join(os.path.dirname(lock.path), f".{os.path.basename(path)}{LOCK_NAME}")
+    lock.target, lock.sweep = fileio.absolute(path), False
+    return lock
+
   def _refuse(self, record: dict):
     raise OutputDirInUse(
-        f"{os.path.dirname(self.path)} is in use by another run ({self.describe(record)}); wait for it to end or "
-        f"pass another --output_dir. If that run is dead, delete {self.path}")
+        f"{self.target} is in use by another run ({self.describe(record)}); wait for it to end or {self.instead}. "
+        f"If that run is dead, delete {self.path}")
 
   def acquire(self) -> None:
     if not self.enabled:
@@ -140,11 +157,11 @@ class RunLock:
         break
     else:
       self._refuse(self.holder() or {})
-    # Holding the lock, no live run writes here: what an interrupted export left can go.
-    from bert_tf.training import checkpointing
+    if self.sweep:  # Holding the lock, no live run writes here: what an interrupted export left can go.
+      from bert_tf.training import checkpointing
 
-    for path in checkpointing.remove_export_leftovers(os.path.dirname(self.path)):
-      logging.warning("removed %s, left by an interrupted run", path)
+      for path in checkpointing.remove_export_leftovers(os.path.dirname(self.path)):
+        logging.warning("removed %s, left by an interrupted run", path)
     if fileio.is_remote(self.path):  # Another host cannot see our pid: keep the heartbeat fresh.
       self._thread = threading.Thread(target=self._beat, name="run-lock-heartbeat", daemon=True)
       self._thread.start()

@@ -89,6 +89,13 @@ class Task:
     (a corrupt record, say); tasks that know their files name the file and record."""
     return first_line(error)
 
+  def input_fix(self, latest: str | None) -> str:
+    """What to do about the input `input_error` named, the end of that line; `latest`: the run's last checkpoint
+    (None: no step was saved). A task whose input the run record binds by content (`run_identity`), or that
+    caches it, says what works for it."""
+    return (f"the last good checkpoint is {latest or 'none (no step was saved)'}: fix or remove the file and rerun "
+            "the same command to resume")
+
 
 DTYPES = choices.DTYPES  # the Keras dtype policies a model may have (--dtype)
 
@@ -450,10 +457,7 @@ class Trainer:
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
           if isinstance(e, tf.errors.InvalidArgumentError) and "record" not in str(e).lower():
             raise
-          latest = self.checkpointer.latest()
-          raise UserError(f"{self.task.input_error(e)}; the last good checkpoint is "
-                          f"{latest or 'none (no step was saved)'}: fix or remove the file and rerun the same "
-                          "command to resume") from None
+          raise UserError(f"{self.task.input_error(e)}; {self.task.input_fix(self.checkpointer.latest())}") from None
         sums = {k: float(v.numpy()) for k, v in sums.items()}
         done = int(done.numpy())
         if SKIPPED in sums:  # before the checkpoint below, which saves the total with the step

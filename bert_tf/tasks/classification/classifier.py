@@ -28,7 +28,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, select_inputs
-from bert_tf.tasks.common.features import EncodedExample, encode, feature_dataset, read_description
+from bert_tf.tasks.common.features import EncodedExample, encode, feature_dataset, read_description, write_description
 from bert_tf.tasks.common.folder import float32_copy
 from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import PerExampleTask
@@ -102,7 +102,7 @@ def write_feature_file(examples: Iterable[tuple[str, str | None, int | float]], 
   else:
     pct = {}
   info = FeatureFile(path, len(lengths), truncated, max_seq_length, is_regression, pct)
-  fileio.write_text_atomic(path + ".json", json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+  write_description(info)
   return info
 
 

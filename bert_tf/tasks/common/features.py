@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from absl import logging
 
 from bert_tf import fileio
 
@@ -81,16 +82,38 @@ def feature_file_key(*parts: Any) -> str:
 file_fingerprint = fileio.fingerprint  # "<size>:<sha256>" of an input file: a changed file gets new features
 
 
+def write_description(info) -> None:
+  """Writes `<info.path>.json`, the description of the complete feature file at `info.path` (a dataclass of the
+  task's: its counts and settings), with the file's size in bytes, by which `read_description` knows a damaged
+  copy."""
+  values = dict(dataclasses.asdict(info), bytes=fileio.size(info.path))
+  fileio.write_text_atomic(info.path + ".json", json.dumps(values, indent=2) + "\n")
+
+
 def read_description(path: str, description_class):
   """The `<path>.json` description (a dataclass of `description_class`) of a complete feature file at `path`, or
-  None when there is none yet. Every task's feature files are described so."""
+  None when there is none yet. Every task's feature files are described so.
+
+  A damaged cache is None too, said in one warning line: a description that does not parse, or a file whose size
+  is not the one its description records (a copy cut short, a disk that filled). Feature files are made from the
+  task's data, so the caller writes it again rather than train on it."""
   if not (fileio.exists(path) and fileio.exists(path + ".json")):
     return None
-  with fileio.open_file(path + ".json", "rb") as f:
-    values = json.loads(f.read().decode("utf-8"))
-  if "path" in values:  # Written as the writing run named it (maybe relative to another working directory).
-    values["path"] = path
-  return description_class(**values)
+  try:
+    with fileio.open_file(path + ".json", "rb") as f:
+      values = json.loads(f.read().decode("utf-8"))
+    size = values.pop("bytes", None)  # None: described before sizes were recorded
+    if "path" in values:  # Written as the writing run named it (maybe relative to another working directory).
+      values["path"] = path
+    info = description_class(**values)
+  except (ValueError, TypeError, AttributeError) as e:
+    logging.warning("%s.json: not a feature file description (%s); writing %s again", path, e, path)
+    return None
+  if size is not None and fileio.size(path) != size:
+    logging.warning("%s: %d bytes, its description says %d: a damaged copy; writing it again", path,
+                    fileio.size(path), size)
+    return None
+  return info
 
 
 def feature_dataset(path: str, spec: dict, convert: Callable[[dict], dict], batch_size: int, max_seq_length: int,

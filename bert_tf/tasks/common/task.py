@@ -10,6 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from bert_tf.errors import first_line
 from bert_tf.training import trainer
 
 
@@ -48,6 +49,29 @@ class FineTuningTask(trainer.Task):
 
   def checkpoint_items(self, model):
     return {"model": model, "encoder": model.encoder}
+
+  def training_file(self) -> str:
+    """The file the training batches are read from: `train_file`, the task's feature file."""
+    return self.train_file
+
+  def input_error(self, error):
+    """The training file's damaged record, found by reading it again and checking every CRC (TensorFlow's
+    message, "Graph execution error", names neither file nor record), else the file and TensorFlow's first line."""
+    from bert_tf.data import records
+
+    path = self.training_file()
+    try:
+      found = records.find_corrupt_record([path])
+    except (OSError, ValueError, tf.errors.OpError):  # gone or unreadable now: TensorFlow's words must do
+      found = None
+    return found or f"{path}: {first_line(error)}"
+
+  def input_fix(self, latest):
+    """The training file is a cache of the task's data (`common.features`), written again where it is missing, with
+    the same records: the run record binds the data, not the cache, so the same command goes on."""
+    then = f"resumes from {latest}" if latest else "starts the run (no step was saved)"
+    return (f"it is a cache made from the training data: remove it and rerun the same command, which writes it "
+            f"again and {then}")
 
 
 class PerExampleTask(FineTuningTask):

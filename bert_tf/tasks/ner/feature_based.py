@@ -32,13 +32,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import Dropout16, in_xla_context, truncated_normal
 from bert_tf.tasks.common import layer_choice as feature_choice
-from bert_tf.tasks.common.features import feature_file_key, read_description
+from bert_tf.tasks.common.features import feature_file_key, read_description, write_description
 from bert_tf.tasks.ner import model as nf
 
 LAYERS_KEY = "layers"  # the cached input's entry: float32 [B, T, L + 1, H]
@@ -214,7 +213,7 @@ def write_layer_file(encoder: BertEncoder, windows: nf.NerFeatureFile, path: str
   config = encoder.config
   info = LayerFile(path, count, words, config.num_hidden_layers + 1, config.hidden_size, windows.max_seq_length,
                    windows.path, fingerprint or encoder_fingerprint(encoder))
-  fileio.write_text_atomic(path + ".json", json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+  write_description(info)
   return info
 
 
@@ -325,5 +324,5 @@ class NerFeatureTask(nf.NerTask):
     return layer_dataset(self.layers, batch_size, is_training=True, input_context=input_context, seed=self.seed,
                          length_multiple=self.length_multiple, static_length=not self.dynamic_padding)
 
-  def input_error(self, error):
-    return super().input_error(error) if self.layers is None else f"{self.layers.path}: {error}"
+  def training_file(self):
+    return super().training_file() if self.layers is None else self.layers.path

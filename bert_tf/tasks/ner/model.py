@@ -18,17 +18,20 @@ word of the centres, none for later pieces of a word, context or padding (the pa
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Callable, Iterable
 
 import keras
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.data import records
-from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, select_inputs
-from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.features import (
+  feature_dataset,
+  feature_file_key,
+  file_fingerprint,
+  read_description,
+  write_description,
+)
 from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import FineTuningTask
 from bert_tf.tasks.ner.data import NerWindow
@@ -89,7 +92,7 @@ def write_feature_file(windows: Iterable[NerWindow], path: str) -> NerFeatureFil
     raise
   writer.close()
   info = NerFeatureFile(path, count, words, max_seq_length)
-  fileio.write_text_atomic(path + ".json", json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+  write_description(info)
   return info
 
 
@@ -222,6 +225,3 @@ class NerTask(FineTuningTask):
 
   def metrics(self, sums):
     return {"accuracy": sums["correct_sum"] / max(sums["words"], 1.0)}
-
-  def input_error(self, error):
-    return f"{self.train_file}: {first_line(error)}"

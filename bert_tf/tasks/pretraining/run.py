@@ -131,7 +131,7 @@ def run_identity_of(config: PretrainingConfig, input_files: list[str]) -> run_id
   lengths and the optimisation settings; num_train_steps is resumable."""
   settings = {
       "input_file": run_identity.files_entry(config.input_file, input_files),
-      "init_checkpoint": run_identity.checkpoint_name(config.init_checkpoint),
+      "init_checkpoint": run_identity.checkpoint_entry(config.init_checkpoint),
       "bert_config": config.model_config().to_dict(), "max_seq_length": config.max_seq_length,
       "max_predictions_per_seq": config.max_predictions_per_seq, "no_nsp": config.no_nsp,
       "left_to_right": config.left_to_right, "dynamic_masking": config.dynamic_masking,
@@ -274,13 +274,13 @@ class PretrainingRun(driver.TaskRun):
             "init_checkpoint": checkpoints.read_paths(config.init_checkpoint) if config.init_checkpoint else [],
             "vocab_file": [config.vocab_file], "bert_config_file": [config.bert_config_file]}
 
-  def start_runs(self, say, chief: bool) -> None:
+  def start_runs(self, say, chief: bool) -> list[run_identity.Recorded]:
     """The driver's, after `check_resume_options` for a directory from before run records (its checkpoint or
     options file tells what run it holds)."""
     config = self.config
     if not config.overwrite_output_dir and run_identity.read(config.output_dir) is None:
       check_resume_options(config)
-    super().start_runs(say, chief)
+    return super().start_runs(say, chief)
 
   def check_init_checkpoint(self) -> None:
     """--init_checkpoint is checked as a path by `validate`, and against the model when it is restored, before
@@ -301,7 +301,7 @@ class PretrainingRun(driver.TaskRun):
   def fit(self, training: driver.Training, evaluate, context: driver.Context):
     """--num_train_steps (warmup --num_warmup_steps); evaluation while training with --eval_every_steps (reported:
     no best model or early stopping; the last is --do_eval's); the encoder from --init_checkpoint unless a
-    checkpoint is resumed. The chief writes the model's bert_config.json first."""
+    checkpoint is resumed. The chief writes the model's bert_config.json before the first step."""
     config = self.config
     every = config.eval_every_steps
     run = self.trainer_cls(
@@ -309,14 +309,14 @@ class PretrainingRun(driver.TaskRun):
         lambda: optimization.create_optimizer(config.optimizer, config.learning_rate, config.num_train_steps,
                                               config.num_warmup_steps, dtype=config.dtype),
         config.trainer_config(), evaluation.Evaluation(evaluate, None, every) if every else None)
-    if context.chief:
-      config.model_config().to_json_file(os.path.join(config.output_dir, checkpoints.CONFIG_NAME))
     if config.init_checkpoint and run.checkpointer.latest() is None:
       from bert_tf.model import released
 
       # hf:<id> / keras_hub:<preset>: the folder they were converted into.
       prefix = checkpoints.restore_encoder(run.model.encoder, released.local_path(config.init_checkpoint))
       logging.info("initialised the encoder from %s", prefix)
+    if context.chief:  # once --init_checkpoint fits: a run refused there writes nothing
+      config.model_config().to_json_file(os.path.join(config.output_dir, checkpoints.CONFIG_NAME))
     result = run.train()
     context.kept["trainer"] = run
     context.summary["result"] = result

@@ -102,6 +102,17 @@ class PretrainingTask(trainer.Task):
       return found
     return first_line(error)
 
+  def input_fix(self, latest: str | None) -> str:
+    """The run record binds the records by content (`run_identity`): with no checkpoint yet it binds nothing and
+    the same command starts over; after one, a resume needs the records as recorded (a changed file is refused), so
+    the ways on are to start over or to start another run from the checkpoint's weights."""
+    if latest is None:
+      return ("no step was saved, so nothing binds the run to these records yet: fix the file (or leave it out of "
+              "--input_file) and rerun; the run starts from step 0")
+    return (f"the last good checkpoint is {latest}, but a resume needs the records the run recorded, so once the "
+            "file is fixed or made again, rerun with --overwrite_output_dir to start over, or with another "
+            f"--output_dir and --init_checkpoint={latest} to start from its weights")
+
 
 
 # The training metrics' names (PretrainingTask.metrics) -> the names of eval_results.txt: google-research's for

@@ -25,19 +25,22 @@ the reference: post-processing only ever picks positions of window tokens.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Callable, Iterable
 
 import keras
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.data import records
-from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, BertConfigModel, BertEncoder, select_inputs
 from bert_tf.model.layers import truncated_normal
-from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.features import (
+  feature_dataset,
+  feature_file_key,
+  file_fingerprint,
+  read_description,
+  write_description,
+)
 from bert_tf.tasks.common.task import FineTuningTask
 from bert_tf.tasks.squad import data as squad
 from bert_tf.tasks.squad.data import SquadFeatures
@@ -124,7 +127,7 @@ def write_feature_file(features: Iterable[SquadFeatures], path: str, is_training
     raise
   writer.close()
   info = SquadFeatureFile(path, count, len(examples), is_training, max_seq_length, int(unanswered))
-  fileio.write_text_atomic(path + ".json", json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+  write_description(info)
   return info
 
 
@@ -284,6 +287,3 @@ class SquadTask(FineTuningTask):
     examples = max(sums["examples"], 1.0)
     return {"start_accuracy": sums["start_correct_sum"] / examples,
             "end_accuracy": sums["end_correct_sum"] / examples}
-
-  def input_error(self, error):
-    return f"{self.train_file}: {first_line(error)}"

@@ -20,18 +20,21 @@ Dynamic padding cuts a batch's [B, C, T] to the longest of its B*C sequences (`c
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Iterable
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.data import records
-from bert_tf.errors import first_line
 from bert_tf.model.encoder import INPUT_NAMES, select_inputs
-from bert_tf.tasks.common.features import feature_dataset, feature_file_key, file_fingerprint, read_description
+from bert_tf.tasks.common.features import (
+  feature_dataset,
+  feature_file_key,
+  file_fingerprint,
+  read_description,
+  write_description,
+)
 from bert_tf.tasks.common.head import EncoderHeadModel
 from bert_tf.tasks.common.task import PerExampleTask
 from bert_tf.tasks.swag import data as swag
@@ -103,7 +106,7 @@ def write_feature_file(examples: Iterable[swag.SwagExample], tokenizer, max_seq_
   if lengths:
     percentiles["max"] = int(max(lengths))
   info = SwagFeatureFile(path, count, swag.NUM_CHOICES, max_seq_length, truncated, percentiles)
-  fileio.write_text_atomic(path + ".json", json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+  write_description(info)
   return info
 
 
@@ -193,6 +196,3 @@ class MultipleChoiceTask(PerExampleTask):
 
   def build_model(self):
     return BertMultipleChoice(self.bert_config, dtype=self.dtype)
-
-  def input_error(self, error):
-    return f"{self.train_file}: {first_line(error)}"
