@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any, Callable, Mapping
 
-from bert_tf.errors import UserError, first_line, is_disk_full
+from bert_tf.errors import UserError, access_message, first_line, is_disk_full, unreachable_message
 from bert_tf.export import limits
 from bert_tf.training.choices import ALL_REDUCE_ALGS, COLLECTIVE_IMPLEMENTATIONS, DTYPES, OPTIMIZERS, STRATEGIES
 
@@ -75,7 +75,7 @@ def run(main: Callable[[list[str]], None]) -> None:
     try:
       main(argv)
     except USER_ERRORS as e:
-      print(f"error: {e}", file=sys.stderr)
+      print(f"error: {access_message(e) or e}", file=sys.stderr)
       sys.exit(1)
     except KeyboardInterrupt:
       # Outside a training loop (start-up, evaluation, export); a loop saves and stops by itself.
@@ -83,10 +83,10 @@ def run(main: Callable[[list[str]], None]) -> None:
             file=sys.stderr)
       sys.exit(INTERRUPTED)
     except Exception as e:  # pylint: disable=broad-except
-      if not is_disk_full(e):
+      line = system_error_line(e, sys.argv[1:])
+      if line is None:
         raise
-      print(f"error: out of disk space (or over a file-size limit): {first_line(e)}; free space and rerun the same "
-            "command", file=sys.stderr)
+      print(f"error: {line}", file=sys.stderr)
       sys.exit(1)
     finally:
       # Python's shutdown, tearing down TensorFlow's millions of objects, otherwise runs the cyclic garbage
@@ -96,6 +96,17 @@ def run(main: Callable[[list[str]], None]) -> None:
       set_live_objects_aside()
 
   app.run(wrapped)
+
+
+def system_error_line(error: BaseException, argv: list[str]) -> str | None:
+  """The one line (after "error: ") for an error of the system under a script rather than of the script: a full
+  disk, a path the system refuses (permissions, a read-only file system), a gs:// path that cannot be reached
+  (naming the flag of `argv` that gave it); None for any other error, a bug, which keeps its traceback. The scripts
+  check what they can before the work (`fileio.check_writable`); this is for what only the work meets."""
+  if is_disk_full(error):
+    return (f"out of disk space (or over a file-size limit): {first_line(error)}; free space and rerun the same "
+            "command")
+  return access_message(error) or unreachable_message(error, argv)
 
 
 def set_live_objects_aside() -> None:
@@ -347,18 +358,23 @@ def finetuning_config(config_class: Callable[..., Any], require: Mapping[str, st
 
 def finetuning_main(config: Callable[[], Any], run: Callable[..., dict],
                     hidden: tuple[str, ...] = ()) -> Callable[[list[str]], None]:
-  """A fine-tuning script's `main`: --output_dir checked (a file there: one line, before TensorFlow loads),
-  `config()` built and validated (before TensorFlow starts devices: bad flags fail fast), `run(config, say=...)`
-  under `run_finetuning`, its summary printed as JSON without the keys `hidden`."""
+  """A fine-tuning script's `main`: --output_dir checked (a file there, or a folder that cannot be written: one
+  line, before TensorFlow loads; --features_dir and --export_dir writable too), `config()` built and validated
+  (before TensorFlow starts devices: bad flags fail fast), `run(config, say=...)` under `run_finetuning`, its
+  summary printed as JSON without the keys `hidden`."""
 
   def main(argv):
     del argv
     from absl import flags
     from absl import logging as absl_logging
 
+    from bert_tf import fileio
     from bert_tf.training import run_identity
 
     run_identity.check_output_dir(flags.FLAGS.output_dir)
+    for name in ("output_dir", "features_dir", "export_dir"):  # one line now, not a traceback after training
+      if name in flags.FLAGS:
+        fileio.check_writable(name, flags.FLAGS[name].value)
     built = config()
     built.validate()
     summary = run_finetuning(lambda: run(built, say=lambda line: absl_logging.info("%s", line)), built.output_dir)
@@ -468,7 +484,7 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
   def main(argv):
     from absl import flags
 
-    from bert_tf import registry
+    from bert_tf import fileio, registry
 
     FLAGS = flags.FLAGS  # pylint: disable=invalid-name
     if len(argv) > 1:
@@ -476,6 +492,7 @@ def export_main(task: str | None = None, model_dir_flag: str = "model_dir") -> C
     for name in (model_dir_flag, "export_dir"):
       if not FLAGS[name].value:
         raise ValueError(f"--{name} is required")
+    fileio.check_writable("export_dir", FLAGS.export_dir)
     limits.check_max_request_chars(FLAGS.max_request_chars)
     given = FLAGS[model_dir_flag].value
     found, model_dir = (registry.get(task), given) if task else task_of_model_dir(given, model_dir_flag)

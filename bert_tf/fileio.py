@@ -355,10 +355,14 @@ def check_not_input(output_flag: str, output: str | None, inputs: Mapping[str, s
 
 
 def check_output_file(flag: str, path: str | None) -> None:
-  """Before the work: IsADirectoryError when local `path` (--`flag`'s, without "--") is a folder, and
-  NotADirectoryError when a folder on its way is a file, where the rename at the end would fail after all the
-  work. Remote paths are left to the write (checking them loads TensorFlow)."""
-  if not path or is_remote(path):
+  """Before the work: IsADirectoryError when local `path` (--`flag`'s, without "--") is a folder,
+  NotADirectoryError when a folder on its way is a file, and NotWritable when its folder cannot be written
+  (`check_writable`), where the rename at the end would fail after all the work. Of a remote path only that its
+  store can be reached is checked."""
+  if not path:
+    return
+  if is_remote(path):
+    check_writable(flag, path, posixpath.dirname(path))
     return
   if os.path.isdir(path):
     raise IsADirectoryError(f"--{flag}={path} is a folder; give the name of a file to write (in it or elsewhere)")
@@ -367,6 +371,39 @@ def check_output_file(flag: str, path: str | None) -> None:
     if os.path.exists(folder):
       raise NotADirectoryError(f"--{flag}={path} lies under {folder}, which is a file; give a path in a folder")
     folder = os.path.dirname(folder)
+  check_writable(flag, path, folder)
+
+
+def check_writable(flag: str, path: str | None, folder: str | None = None) -> None:
+  """Before the work: NotWritable, one line naming --`flag`=`path`, when the folder the output is written in
+  (`folder`; default `path`, an output folder), or the nearest folder above it that exists (where it would be made),
+  cannot be written: its permissions, a read-only file system. Tried by making a file there and removing it, so
+  that what the system decides is what counts (root, access control lists, a read-only mount). A remote path is
+  looked up instead, so that a store that cannot be reached fails here rather than after the work."""
+  import errno
+  import tempfile
+
+  from bert_tf.errors import NotWritable
+
+  if not path:
+    return
+  folder = folder or path
+  if is_remote(folder):
+    exists(folder)  # cli.run says what an unreachable store raises in one line
+    return
+  folder = os.path.abspath(folder)
+  while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+    folder = os.path.dirname(folder)
+  try:
+    handle, probe = tempfile.mkstemp(prefix=".bert_tf-write-test-", dir=folder)
+  except OSError as e:
+    if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+      raise
+    where = "" if folder == os.path.abspath(path) else f"{folder} "
+    raise NotWritable(f"--{flag}={path}: {where}is not writable ({e.strerror}); give a folder you may write to, or "
+                      "change its permissions") from None
+  os.close(handle)
+  os.remove(probe)
 
 
 # -- Leftovers of killed writers -------------------------------------------------------------------------------

@@ -15,8 +15,10 @@ flags.DEFINE_integer("num_workers", 2, "Worker processes for record creation.")
 
 def main(argv):
   del argv
-  from bert_tf import main_job
+  from bert_tf import fileio, main_job
 
+  for name in ("work_dir", "records_dir"):  # one line now, not a traceback at the first write
+    fileio.check_writable(name, FLAGS[name].value)
   main_job.run(main_job.MainJobConfig(work_dir=FLAGS.work_dir, records_dir=FLAGS.records_dir,
                                       num_workers=FLAGS.num_workers))
 

@@ -92,9 +92,12 @@ def _config():
 
 def main(argv):
   del argv
+  from bert_tf import fileio
   from bert_tf.training import run_identity
 
-  run_identity.check_output_dir(FLAGS.output_dir)  # a file there: one line, before TensorFlow loads
+  # A file there, or a folder that cannot be written: one line, before TensorFlow loads.
+  run_identity.check_output_dir(FLAGS.output_dir)
+  fileio.check_writable("output_dir", FLAGS.output_dir)
   config = _config()
   config.validate()  # Before TensorFlow starts devices: bad flags fail fast.
   from bert_tf.tasks.pretraining import run as pretraining

@@ -453,6 +453,17 @@ def test_a_damaged_init_checkpoint_is_one_line_naming_the_file_before_any_work(t
   assert sorted(os.listdir(tmp_path / "index")) == ["MRPC", "model"]  # nothing written
 
 
+def test_a_vocabulary_without_cls_and_sep_is_one_line_before_any_work(tmp_path, pretrained):
+  """Issue 40 (6): was KeyError: '[CLS]' while writing the features, after run.json and the features folder."""
+  shutil.copytree(pretrained[0], tmp_path / "model")
+  write_mrpc(tmp_path / "MRPC", sizes=(9, 5, 3))
+  (tmp_path / "vocab.txt").write_text("\n".join(t.lower() if t in ("[CLS]", "[SEP]") else t for t in TOKENS) + "\n")
+  line = _one_error_line(_run_script(tmp_path, "--vocab_file=vocab.txt", "--init_checkpoint=model"))
+  assert line == ("error: --vocab_file=vocab.txt: has no [CLS] [SEP], which BERT needs; give the vocab.txt the model "
+                  "was trained with (every BERT vocabulary holds them)")
+  assert sorted(os.listdir(tmp_path)) == ["MRPC", "model", "vocab.txt"]  # nothing written
+
+
 def test_a_checkpoint_that_does_not_fit_the_config_fails_before_any_feature_file(tmp_path, pretrained):
   directory, vocab, bert_config = pretrained
   other = dataclasses.replace(bert_config, intermediate_size=bert_config.intermediate_size + 2)

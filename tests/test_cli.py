@@ -1,4 +1,4 @@
-"""The shared training flags of the scripts (bert_tf/cli.py)."""
+"""The shared training flags of the scripts, and what their failures print (bert_tf/cli.py)."""
 
 import dataclasses
 import os
@@ -270,3 +270,105 @@ def test_start_training_sets_the_start_ups_objects_aside_from_the_collector():
                         timeout=60)
   assert done.returncode == 0, done.stderr
   assert done.stdout.split() == ["0", "True", "True"]
+
+
+# -- What the system refuses: one line naming the path, never a traceback ----------------------------------------
+
+
+def test_system_errors_are_one_line_naming_the_path_and_bugs_keep_their_traceback():
+  """cli.run's catch-all, for what only the work meets (the scripts check writability before it)."""
+  import errno
+
+  import tensorflow as tf
+
+  fix = "give a path you may write to, or change the permissions of its folder"
+  assert cli.system_error_line(OSError(errno.EROFS, "Read-only file system", "/ro/out/x.tmp"), []) == (
+      f"/ro/out/x.tmp: not writable (Read-only file system); {fix}")
+  assert cli.system_error_line(tf.errors.PermissionDeniedError(None, None, "/ro/x; Read-only file system"), []) == (
+      f"/ro/x: not writable (Read-only file system); {fix}")
+  assert cli.system_error_line(PermissionError(errno.EACCES, "Permission denied", "/etc/x"), []) == (
+      "/etc/x: Permission denied; give a path you may use, or change its and its folder's permissions")
+  unreachable = tf.errors.AbortedError(None, None, "All 10 retry attempts failed. The last failure: Error executing an "
+                                       "HTTP request: libcurl code 6 meaning 'Couldn't resolve host name'\n\t when "
+                                       "reading gs://b/")
+  assert cli.system_error_line(unreachable, ["--vocab_file=v.txt", "--input_file=gs://b/*.txt"]) == (
+      "--input_file=gs://b/*.txt: Cloud Storage could not be reached (All 10 retry attempts failed. The last failure: "
+      "Error executing an HTTP request: libcurl code 6 meaning 'Couldn't resolve host name'); check the network, the "
+      "credentials (gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS) and, for an emulator, "
+      "STORAGE_EMULATOR_HOST")
+  assert cli.system_error_line(KeyError("[CLS]"), []) is None
+  assert cli.system_error_line(tf.errors.AbortedError(None, None, "gs://b/x: cancelled"), []) is None
+
+
+def _read_only(folder):
+  """The command prefix that runs a command with `folder` read-only, as a user meets it: as root (whom permission
+  bits do not stop) a read-only bind mount of it in a mount namespace of the command's own (EROFS, as on a
+  read-only disk); otherwise the folder's mode 0o555 (EACCES). Skips where neither can be had."""
+  import subprocess
+
+  if os.geteuid() != 0:
+    os.chmod(folder, 0o555)
+    return [], "Permission denied"
+  prefix = ["unshare", "--mount", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', str(folder)]
+  try:
+    probe = subprocess.run([*prefix, "touch", os.path.join(folder, "probe")], capture_output=True, text=True)
+  except FileNotFoundError:
+    probe = None
+  if probe is None or "Read-only file system" not in probe.stderr:
+    pytest.skip("running as root, and a read-only bind mount (unshare --mount) is not allowed here")
+  return prefix, "Read-only file system"
+
+
+def test_every_script_that_writes_refuses_a_read_only_folder_in_one_line_before_any_work(tmp_path):
+  """Issue 40 (6): read-only output folders were OSError: [Errno 30] or PermissionDeniedError tracebacks, some after
+  all the work. Each script tries its output's folder first (fileio.check_writable)."""
+  import concurrent.futures
+  import subprocess
+  import sys
+
+  import training_helpers as th
+  from bert_tf.model import checkpoints
+  from bert_tf.model.encoder import BertEncoder
+
+  (tmp_path / "ro").mkdir()
+  (tmp_path / "corpus.txt").write_text("The cat sat.\nIt ran.\n\nA dog ran.\nIt sat.\n")
+  th.write_vocab(tmp_path)
+  th.write_records(tmp_path / "records", num_files=1)
+  checkpoints.export_encoder(BertEncoder(th.tiny_bert_config()), th.tiny_bert_config(), str(tmp_path / "model"))
+  (tmp_path / "MRPC").mkdir()
+  (tmp_path / "MRPC" / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tw5 w6\tw7\n")
+  before = sorted(os.listdir(tmp_path))
+  prefix, reason = _read_only(tmp_path / "ro")
+  commands = {  # script: (its arguments, the flag and value that name the read-only folder)
+      "learn_vocab.py": (["--input_file=corpus.txt", "--vocab_size=200"], "--vocab_file=ro/vocab.txt"),
+      "create_pretraining_data.py": (["--input_file=corpus.txt", "--vocab_file=vocab.txt"],
+                                     "--output_file=ro/records/p.tfrecord"),
+      "extract_features.py": (["--input_file=corpus.txt", "--init_checkpoint=model", "--layers=-1",
+                               "--max_seq_length=13"], "--output_file=ro/features.jsonl"),
+      "run_classifier.py": (["--task_name=MRPC", "--data_dir=MRPC", "--init_checkpoint=model", "--do_train",
+                             "--max_seq_length=13"], "--output_dir=ro/classifier"),
+      "run_pretraining.py": (["--input_file=records/*.tfrecord", "--bert_config_file=model/bert_config.json",
+                              f"--max_seq_length={th.T}", f"--max_predictions_per_seq={th.P}",
+                              "--num_train_steps=1"], "--output_dir=ro/pretraining"),
+      "convert_checkpoint.py": (["--input_format=ours", "--input=model"], "--output_dir=ro/converted"),
+      "export.py": (["--model_dir=model"], "--export_dir=ro/export"),
+      "main_job.py": (["--records_dir=records"], "--work_dir=ro/main_job"),
+  }
+
+  def run(script):
+    args, output = commands[script]
+    return subprocess.run([*prefix, sys.executable, os.path.join(th.REPO, "scripts", script), *args, output],
+                          cwd=tmp_path, env=th.python_env(), capture_output=True, text=True, timeout=300)
+
+  try:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+      results = dict(zip(commands, pool.map(run, commands)))
+  finally:
+    os.chmod(tmp_path / "ro", 0o755)
+  folder = os.path.realpath(tmp_path / "ro")
+  for script, result in results.items():
+    expected = (f"error: {commands[script][1]}: {folder} is not writable ({reason}); give a folder you may write to, "
+                "or change its permissions")
+    assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, expected), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, script
+  assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "ro") == []  # nothing written

@@ -552,7 +552,8 @@ def test_a_hugging_face_model_id_is_read_from_the_cache_offline_and_converted_on
 
   converted = tiny_converted(tiny_pretrainer)
   converted.vocab_file = str(tmp_path / "vocab.txt")
-  (tmp_path / "vocab.txt").write_text("".join(f"tok{i}\n" for i in range(99)))
+  (tmp_path / "vocab.txt").write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                              [f"tok{i}" for i in range(94)]))
   convert.save_hf(converted, str(tmp_path / "made_here"))
   hf_cache_with(str(tmp_path / "made_here"), tmp_path / "hub", "bert-tf-tests/tiny-bert")
   monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -691,3 +692,27 @@ def test_script_on_a_damaged_checkpoint_is_one_line_naming_the_file(tiny_pretrai
     assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (1, line), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
   assert not os.path.exists(tmp_path / "out")
+
+
+def test_script_refuses_a_vocabulary_without_cls_and_sep(tiny_pretrainer, tmp_path):
+  """Issue 40 (6): convert_checkpoint.py wrote such a model and exited 0, though no script can use it (fine-tuning,
+  extraction and export refuse it) and transformers' BertTokenizer would give [CLS] the id of [UNK]. [PAD] and
+  [MASK] may be missing: a fine-tuned model's vocabulary needs neither."""
+  import training_helpers as th
+
+  convert.save_ours(tiny_converted(tiny_pretrainer), str(tmp_path / "ours"))
+  size = tiny_pretrainer.config.vocab_size
+  tokens = ["[PAD]", "[UNK]", "[cls]", "[sep]", "[MASK]"] + [f"w{i}" for i in range(size - 5)]
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(tokens) + "\n")
+  result = th.run_python([os.path.join(REPO, "scripts", "convert_checkpoint.py"), "--input_format=ours",
+                          f"--input={tmp_path / 'ours'}", f"--vocab_file={vocab}", "--output_format=hf",
+                          f"--output_dir={tmp_path / 'out'}"])
+  assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (
+      1, f"error: {vocab}: has no [CLS] [SEP], which BERT needs; give the vocab.txt the model was trained with (every "
+         "BERT vocabulary holds them)"), result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert not os.path.exists(tmp_path / "out")
+  vocab.write_text("\n".join(["[pad]", "[UNK]", "[CLS]", "[SEP]", "[mask]"] + tokens[5:]) + "\n")
+  converted = convert.Converted(tiny_pretrainer.config, tiny_pretrainer.encoder, vocab_file=str(vocab))
+  assert convert.checked_vocab(converted) is converted

@@ -1,5 +1,10 @@
 """bert_tf.data.describe: records checked against the vocabulary they are decoded with."""
 
+import os
+import struct
+import subprocess
+import sys
+
 import pytest
 
 import training_helpers as th
@@ -27,3 +32,24 @@ def test_records_are_checked_against_the_vocabulary(tmp_path):
   with pytest.raises(ValueError, match=r"the first record starts with id 2, which is '\[unused1\]' in "
                                        r"--vocab_file=.*, not \[CLS\] \(id 4\); pass the vocabulary"):
     describe.check_vocabulary(files, vocab, path)
+
+
+def test_inspect_tfrecords_statistics_name_the_file_and_record_that_is_corrupt(tmp_path):
+  """Issue 40 (6): a record past those the up-front check samples (the first 64 of each file), damaged, was
+  TensorFlow's DataLossError ("corrupted record at 16986"), naming neither file nor record."""
+  pieces = fileio.expand_globs(th.write_records(tmp_path / "parts", num_files=4, per_file=17))
+  data = bytearray(b"".join(open(p, "rb").read() for p in pieces))  # TFRecord files concatenate: 68 records
+  offset = 0
+  for _ in range(66):  # to record 66: 8 bytes of length, 4 of its CRC, the data, 4 of the data's CRC
+    offset += 16 + struct.unpack("<Q", data[offset:offset + 8])[0]
+  data[offset + 14] ^= 0xFF  # in record 66's data
+  path = tmp_path / "records.tfrecord"
+  path.write_bytes(bytes(data))
+  vocab = th.write_vocab(tmp_path)
+  run = subprocess.run([sys.executable, os.path.join(th.REPO, "scripts", "inspect_tfrecords.py"),
+                        f"--input_file={path}", f"--vocab_file={vocab}", "--max_examples=1"],
+                       capture_output=True, text=True, env=th.python_env(), timeout=300)
+  assert (run.returncode, run.stderr.strip().splitlines()[-1]) == (
+      1, f"error: {path}: record 66 (byte {offset}) is corrupt: its data fails its checksum; recreate the file with "
+         "create_pretraining_data.py, or leave it out of --input_file"), run.stderr[-3000:]
+  assert "Traceback" not in run.stderr

@@ -123,3 +123,28 @@ def test_an_export_to_a_model_folder_in_use_is_refused_naming_export_pys_flags(s
          f"2026-11-23T10:00:00); wait for it to end or give another --model_name or --export_dir. If that run is "
          f"dead, delete {model / '.lock'}"), refused.stderr[-3000:]
   assert os.listdir(model) == [".lock"]
+
+
+def test_export_py_of_a_hugging_face_head_whose_vocabulary_lacks_cls_and_sep_is_one_line(tmp_path):
+  """Issue 40 (6): a Hugging Face classifier whose vocab.txt has no [CLS] or [SEP] was KeyError: '[CLS]' while the
+  serving function was traced, after the conversion had been cached."""
+  from bert_tf.model import convert_tasks
+  from bert_tf.tasks.classification import classifier as classification
+
+  settings = {"task_name": "MRPC", "labels": ["0", "1"], "is_pair": True, "max_seq_length": th.T,
+              "do_lower_case": True}
+  kind = next(k for k in convert_tasks.task_kinds() if k.name == "classification")
+  model = convert_tasks.build_model(kind, th.tiny_bert_config(), settings)
+  spec = classification.ClassifierSpec("MRPC", ("0", "1"), True, th.T, True)
+  classification.save_classifier(model, spec, th.write_vocab(tmp_path), str(tmp_path / "ours"))
+  hf = tmp_path / "hf"
+  convert_tasks.save_hf(convert_tasks.load_ours(str(tmp_path / "ours")), str(hf))
+  tokens = (hf / "vocab.txt").read_text().splitlines()
+  (hf / "vocab.txt").write_text("\n".join(t.lower() if t in ("[CLS]", "[SEP]") else t for t in tokens) + "\n")
+  result = th.run_python([os.path.join(th.REPO, "scripts", "export.py"), f"--model_dir={hf}",
+                          f"--export_dir={tmp_path / 'export'}"], BERT_TF_CACHE=tmp_path / "cache")
+  assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (
+      1, f"error: {hf}/vocab.txt: has no [CLS] [SEP], which BERT needs; give the vocab.txt the model was trained with "
+         "(every BERT vocabulary holds them)"), result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert sorted(os.listdir(tmp_path)) == ["hf", "ours", "vocab.txt"]  # no export, and no conversion in the cache

@@ -346,3 +346,20 @@ def test_script_error_exit(files, tmp_path):
   assert run.returncode == 1
   assert run.stderr.strip().splitlines()[-1].startswith("error: --layers=-1,-2,-3,-4: -3 is out of range")
   assert os.listdir(tmp_path) == []
+
+
+def test_script_refuses_a_vocabulary_without_cls_and_sep_in_one_line(files, tmp_path):
+  """Issue 40 (6): was KeyError: '[CLS]' after the model had loaded."""
+  with open(files["vocab"], encoding="utf-8") as f:
+    tokens = [t.lower() if t in ("[CLS]", "[SEP]") else t for t in f.read().splitlines()]
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  run = subprocess.run(
+      [sys.executable, SCRIPT, f"--input_file={files['input']}", f"--output_file={tmp_path / 'f.jsonl'}",
+       f"--vocab_file={vocab}", f"--init_checkpoint={files['tf1']}", "--layers=-1"],
+      text=True, capture_output=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+  assert (run.returncode, run.stderr.strip().splitlines()[-1]) == (
+      1, f"error: --vocab_file={vocab}: has no [CLS] [SEP], which BERT needs; give the vocab.txt the model was "
+         "trained with (every BERT vocabulary holds them)"), run.stderr[-3000:]
+  assert "Traceback" not in run.stderr
+  assert os.listdir(tmp_path) == ["vocab.txt"]  # nothing written

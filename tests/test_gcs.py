@@ -319,3 +319,42 @@ def test_the_proxy_tunnels_to_google_hosts_only(gcs):
       with pytest.raises(OSError, match="403"):
         connection.connect()
     connection.close()
+
+
+def test_a_store_that_cannot_be_reached_is_one_line_naming_the_flag_and_the_causes(tmp_path):
+  """Issue 40 (6): gs:// behind a closed port (TensorFlow's endpoints through a proxy there, google-cloud-storage's
+  STORAGE_EMULATOR_HOST there too) was a traceback, for an output only after the work. One retry, so that it fails
+  in seconds (TensorFlow's default, 10 with backoff, takes minutes)."""
+  import re
+
+  port = th.free_ports(1)[0]
+  closed = f"http://127.0.0.1:{port}"
+  env = dict(HTTPS_PROXY=closed, https_proxy=closed, NO_PROXY="", no_proxy="", STORAGE_EMULATOR_HOST=closed,
+             GOOGLE_AUTH_TOKEN_FOR_TESTING="token", NO_GCE_CHECK="True", GCS_RETRY_CONFIG_MAX_RETRIES="1",
+             GCS_RETRY_CONFIG_INIT_DELAY_TIME_US="1000", GCS_RETRY_CONFIG_MAX_DELAY_TIME_US="1000")
+  _write_inputs(str(tmp_path))
+  th.write_vocab(tmp_path)
+  before = sorted(os.listdir(tmp_path))
+  commands = {  # the gs:// flag, then the script's other flags
+      "--input_file=gs://bert-tf-test/corpus.txt": ["learn_vocab.py", "--vocab_file=vocab2.txt"],
+      "--output_file=gs://bert-tf-test/records/p.tfrecord": ["create_pretraining_data.py", "--input_file=corpus.txt",
+                                                             "--vocab_file=vocab.txt"],
+      "--output_dir=gs://bert-tf-test/classifier": ["run_classifier.py", "--task_name=MRPC", "--data_dir=MRPC",
+                                                    "--vocab_file=vocab.txt", "--do_train"],
+  }
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    results = dict(zip(commands, pool.map(
+        lambda flag: subprocess.run([sys.executable, os.path.join(SCRIPTS, commands[flag][0]), *commands[flag][1:],
+                                     flag], cwd=tmp_path, env=th.python_env(**env), capture_output=True, text=True,
+                                    timeout=300), commands)))
+  for flag, result in results.items():
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert re.fullmatch(
+        re.escape(f"error: {flag}: Cloud Storage could not be reached (All 1 retry attempts failed. The last failure: "
+                  "Error executing an HTTP request: libcurl code 7 meaning 'Could not connect to server', error "
+                  f"details: Failed to connect to 127.0.0.1 port {port} after ") + r"\d+" + re.escape(
+                      " ms: Could not connect to server); check the network, the credentials (gcloud auth "
+                      "application-default login, or GOOGLE_APPLICATION_CREDENTIALS) and, for an emulator, "
+                      "STORAGE_EMULATOR_HOST"), result.stderr.strip().splitlines()[-1]), result.stderr[-3000:]
+  assert sorted(os.listdir(tmp_path)) == before  # nothing written

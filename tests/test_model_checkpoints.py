@@ -45,6 +45,20 @@ def test_check_vocab_fits(tmp_path, size, error):
   assert "\n" not in message
 
 
+def test_check_vocab_fits_refuses_a_vocabulary_without_the_tokens_of_every_input(tmp_path):
+  """Issue 40 (6): without [CLS] and [SEP] fine-tuning, extraction and export failed with KeyError: '[CLS]'."""
+  tokens = th.SPECIAL + [f"w{i}" for i in range(99 - len(th.SPECIAL))]
+  config = th.tiny_bert_config()
+  (tmp_path / "vocab.txt").write_text("\n".join(t if t not in ("[CLS]", "[SEP]") else t.lower() for t in tokens))
+  with pytest.raises(ValueError) as caught:
+    checkpoints.check_vocab_fits(str(tmp_path / "vocab.txt"), config, "m/bert_config.json")
+  assert str(caught.value) == (f"--vocab_file={tmp_path}/vocab.txt: has no [CLS] [SEP], which BERT needs; give the "
+                               "vocab.txt the model was trained with (every BERT vocabulary holds them)")
+  # [PAD] and [MASK] are pretraining's: a fine-tuned model's vocabulary may lack them.
+  (tmp_path / "vocab.txt").write_text("\n".join(t if t not in ("[PAD]", "[MASK]") else t.lower() for t in tokens))
+  assert checkpoints.check_vocab_fits(str(tmp_path / "vocab.txt"), config, flag=None) == 99
+
+
 def test_check_vocab_fits_names_the_vocabulary_beside_the_config(tmp_path):
   model = tmp_path / "model"
   model.mkdir()

@@ -347,6 +347,8 @@ def user_folder(tmp_path, monkeypatch):
   (tmp_path / "blank.txt").write_bytes(b"\n \n\t\r\n\n")
   (tmp_path / "control.txt").write_bytes(b"\x00\x01\n\n\x02\n")  # Non-blank lines without a single token.
   (tmp_path / "tiny.txt").write_text("A b.\nB a.\n\nA a.\n")  # Two documents: 2 instances a pass.
+  whole = gzip.compress("".join(f"A b {i}.\n" for i in range(5000)).encode(), mtime=0)
+  (tmp_path / "cut.txt.gz").write_bytes(whole[:len(whole) // 2])  # a download cut short
   return tmp_path
 
 
@@ -363,6 +365,11 @@ def user_folder(tmp_path, monkeypatch):
      "written"),
     ("texts", "--noreference_compatible", "--input_file=texts is a directory: give files or globs, e.g. "
      "texts/*.txt"),
+    # Issue 40 (6): gzip's EOFError, naming no file, was a traceback.
+    ("cut.txt.gz", "--noreference_compatible", "cut.txt.gz: truncated (its gzip stream ends before the end marker: a "
+     "copy or download cut short); copy or download it again"),
+    ("cut.txt.gz", "--reference_compatible", "cut.txt.gz: truncated (its gzip stream ends before the end marker: a "
+     "copy or download cut short); copy or download it again"),
 ])
 def test_inputs_without_records_are_refused_and_nothing_is_written(user_folder, input_file, mode, expected):
   result = run_script_in(user_folder, f"--input_file={input_file}", "--output_file=out/p.tfrecord",

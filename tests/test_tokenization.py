@@ -319,13 +319,19 @@ def test_missing_special_tokens(tmp_path):
   path = tmp_path / "vocab.txt"
   path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n", encoding="utf-8")
   vocab = tk.load_vocab(str(path))
-  with pytest.raises(ValueError, match=r"vocab file .*vocab.txt lacks \[MASK\].*learn_vocab.py"):
+  with pytest.raises(ValueError) as caught:
     tk.check_special_tokens(vocab, str(path))
+  assert str(caught.value) == (f"{path}: has no [MASK], which BERT needs; add them as lines of the file (by convention "
+                               "[PAD] is line 1, then [UNK] [CLS] [SEP] [MASK]) or learn a new vocabulary with "
+                               "scripts/learn_vocab.py, which puts them first")
   tk.check_special_tokens(vocab, str(path), required=("[UNK]",))
+  tk.check_special_tokens(vocab, str(path), required=tk.MODEL_TOKENS)  # a trained model's needs no [MASK]
+  with pytest.raises(ValueError, match=r"^vocab.txt: has no \[CLS\] \[SEP\], which BERT needs; give the vocab.txt"):
+    tk.check_special_tokens({"[UNK]": 0, "the": 1}, "vocab.txt", tk.MODEL_TOKENS, tk.MODEL_VOCAB_FIX)
   tk.FullTokenizer(str(path))  # Without preserve_special_tokens only [UNK] is needed.
-  with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
+  with pytest.raises(ValueError, match=r"vocab.txt: has no \[MASK\]"):
     GraphTokenizer(str(path), preserve_special_tokens=True)
-  with pytest.raises(ValueError, match=r"lacks \[UNK\]"):
+  with pytest.raises(ValueError, match=r"^\(in-memory list\): has no \[UNK\]"):
     tk.FullTokenizer(["[PAD]", "the"])
 
 

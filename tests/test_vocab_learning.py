@@ -118,8 +118,17 @@ def test_script_stderr_holds_no_tensorflow_start_up_noise(tmp_path):
   assert not [word for word in TF_NOISE if word in result.stderr], result.stderr
 
 
+_GZIPPED = gzip.compress("".join(f"line {i} of a corpus\n" for i in range(5000)).encode(), mtime=0)
+_CORRUPT = _GZIPPED[:100] + bytes(b ^ 0xFF for b in _GZIPPED[100:110]) + _GZIPPED[110:]
+
+
 @pytest.mark.parametrize("input_file,content,expected", [
     ("texts", None, "--input_file=texts is a directory: give files or globs, e.g. texts/*.txt"),
+    # Issue 40 (6): gzip's EOFError and zlib.error, naming no file, were tracebacks.
+    ("cut.txt.gz", _GZIPPED[:len(_GZIPPED) // 2], "cut.txt.gz: truncated (its gzip stream ends before the end marker: "
+     "a copy or download cut short); copy or download it again"),
+    ("corrupt.txt.gz", _CORRUPT, "corrupt.txt.gz: a damaged gzip file (Error -3 while decompressing data: invalid "
+     "distance too far back); copy or download it again"),
     ("empty.txt", b"", "empty.txt: no words to learn a vocabulary from (the text is empty or blank); nothing was "
      "written"),
     ("blank.txt", b" \n\r\n\t\n", "blank.txt: no words to learn a vocabulary from (the text is empty or blank); "

@@ -66,7 +66,22 @@ def iter_parsed(files: Sequence[str]) -> Iterator[dict]:
 
 
 def file_statistics(files: Sequence[str]) -> dict:
-  """Counts over every record of `files`: records per file, tokens, masked fraction, NSP balance, shape."""
+  """Counts over every record of `files`: records per file, tokens, masked fraction, NSP balance, shape. A damaged
+  record (which the up-front check, reading a sample, may not have read) is a ValueError naming its file and index,
+  where TensorFlow's DataLossError names neither."""
+  import tensorflow as tf
+
+  try:
+    return _statistics(files)
+  except tf.errors.DataLossError as e:
+    from bert_tf.errors import first_line
+
+    found = records.find_corrupt_record(files) or f"{', '.join(files)}: {first_line(e)}"
+    raise ValueError(f"{found}; recreate the file with create_pretraining_data.py, or leave it out of "
+                     "--input_file") from None
+
+
+def _statistics(files: Sequence[str]) -> dict:
   import tensorflow as tf
 
   per_file = {path: sum(1 for _ in tf.data.TFRecordDataset([path])) for path in files}

@@ -10,6 +10,7 @@ both modes of `create_pretraining_data` (a file with old Mac "\\r" line ends rea
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import glob
@@ -18,6 +19,7 @@ import io
 import json
 import os
 import sys
+import zlib
 from typing import Any, Iterable, Iterator, Sequence
 
 from bert_tf import fileio
@@ -77,10 +79,47 @@ def open_binary(path: str):
   head = raw.read(2)
   raw.seek(0)
   if head == _GZIP_MAGIC:
-    return gzip.GzipFile(fileobj=raw, mode="rb")
+    return _GzipFile(path, raw)
   if fileio.is_remote(path):
     return io.BufferedReader(_GFileRaw(raw), buffer_size=1 << 20)
   return raw
+
+
+class _GzipFile(gzip.GzipFile):
+  """A gzip file read whose damage is one ValueError naming the file, where gzip raises EOFError (a file cut short:
+  "Compressed file ended before the end-of-stream marker was reached"), BadGzipFile (a CRC or length that does not
+  match) or zlib.error (a corrupt block), none of which says which file."""
+
+  def __init__(self, path: str, raw):
+    super().__init__(fileobj=raw, mode="rb")
+    self._path = path
+
+  @contextlib.contextmanager
+  def _named(self):
+    try:
+      yield
+    except EOFError:
+      raise ValueError(f"{self._path}: truncated (its gzip stream ends before the end marker: a copy or download "
+                       "cut short); copy or download it again") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+      raise ValueError(f"{self._path}: a damaged gzip file ({e}); copy or download it again") from None
+
+  # Every read goes through one of these: iterating calls readline, readinto calls read.
+  def read(self, size=-1):
+    with self._named():
+      return super().read(size)
+
+  def read1(self, size=-1):
+    with self._named():
+      return super().read1(size)
+
+  def readline(self, size=-1):
+    with self._named():
+      return super().readline(size)
+
+  def peek(self, n):
+    with self._named():
+      return super().peek(n)
 
 
 class _GFileRaw(io.RawIOBase):

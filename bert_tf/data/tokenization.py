@@ -33,6 +33,15 @@ from typing import Iterator, Mapping, Sequence
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
+# The special tokens every use of a trained model reads: [UNK] for a word its vocabulary cannot spell, [CLS] and
+# [SEP] around each input. [PAD] and [MASK] only pretraining reads (its records and its masking), so fine-tuning,
+# feature extraction, export and conversion accept a vocabulary without them.
+MODEL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+# A trained model's vocabulary that lacks them is not the one it was trained with (every BERT vocabulary holds
+# them), and cannot be mended: the model's embedding rows follow its lines.
+MODEL_VOCAB_FIX = "give the vocab.txt the model was trained with (every BERT vocabulary holds them)"
+NEW_VOCAB_FIX = ("add them as lines of the file (by convention [PAD] is line 1, then [UNK] [CLS] [SEP] [MASK]) or "
+                 "learn a new vocabulary with scripts/learn_vocab.py, which puts them first")
 # google-research's WordpieceTokenizer(max_input_chars_per_word=200); Hugging Face's BertTokenizer uses 100.
 DEFAULT_MAX_CHARS_PER_WORD = 200
 SUFFIX_INDICATOR = "##"
@@ -92,21 +101,21 @@ def save_vocab(tokens: Sequence[str], path: str) -> None:
   write_text_atomic(path, "".join(token + "\n" for token in tokens))
 
 
-def check_special_tokens(vocab: Mapping[str, int], path: str, required: Sequence[str] = SPECIAL_TOKENS) -> None:
-  """Raises ValueError naming the special tokens that `vocab` (read from `path`) lacks."""
+def check_special_tokens(vocab: Mapping[str, int], path: str, required: Sequence[str] = SPECIAL_TOKENS,
+                         fix: str = NEW_VOCAB_FIX) -> None:
+  """Raises ValueError, one line naming `path` (where `vocab` was read: a file, or a flag and its file) and the
+  tokens of `required` that `vocab` lacks, then `fix`: what to do (by default, for a vocabulary of new records,
+  how to add them; a trained model's vocabulary cannot gain tokens, so its readers say which file to give)."""
   missing = [token for token in required if token not in vocab]
   if missing:
-    raise ValueError(
-        f"vocab file {path} lacks {' '.join(missing)}, which BERT needs. Add the missing tokens as lines of the "
-        "file (by convention [PAD] is line 1, then [UNK] [CLS] [SEP] [MASK]) or learn a new vocabulary with "
-        "scripts/learn_vocab.py, which puts them first.")
+    raise ValueError(f"{path}: has no {' '.join(missing)}, which BERT needs; {fix}")
 
 
 def _vocab_tokens(vocab: str | Sequence[str] | Mapping[str, int]) -> tuple[list[str], dict[str, int], str]:
   """A path, a token list or a token->id mapping -> (tokens by id, token->id, a name for error messages)."""
   if isinstance(vocab, str):
     index = load_vocab(vocab)
-    return list(index), index, f"vocab file {vocab}"
+    return list(index), index, vocab
   if isinstance(vocab, Mapping):
     index = dict(vocab)
     tokens = sorted(index, key=index.__getitem__)

@@ -533,12 +533,14 @@ def check_vocab_fits(vocab_file: str, bert_config: BertConfig, config_source: st
 
   More tokens than vocab_size: ids past the embedding table. More than 1% fewer: the vocabulary of another
   model (1,042 tokens for a 30,522-token model); published vocabularies padded to a round size (30,528
-  embeddings for 30,522 words) stay within 1%. `config_source` (the bert_config.json) and `flag` (the flag
-  that gave `vocab_file`; None when it came with the model) name the inputs in the message.
+  embeddings for 30,522 words) stay within 1%. Without [UNK], [CLS] or [SEP] (`tokenization.MODEL_TOKENS`): no
+  input of the model can be written. `config_source` (the bert_config.json) and `flag` (the flag that gave
+  `vocab_file`; None when it came with the model) name the inputs in the message.
   """
-  from bert_tf.data.tokenization import load_vocab
+  from bert_tf.data import tokenization
 
-  size = len(load_vocab(vocab_file))
+  vocab = tokenization.load_vocab(vocab_file)
+  size = len(vocab)
   want = bert_config.vocab_size
   named = config_source or "the BERT config"
   subject = f"{flag}={vocab_file}" if flag else vocab_file
@@ -557,6 +559,7 @@ def check_vocab_fits(vocab_file: str, bert_config: BertConfig, config_source: st
       fix = f"pass the vocab.txt the model was pretrained with as {flag}"
     raise ValueError(f"{subject} has {size:,} tokens but {named} says vocab_size={want:,}: it is probably not the "
                      f"vocabulary the model was pretrained with; {fix}")
+  tokenization.check_special_tokens(vocab, subject, tokenization.MODEL_TOKENS, tokenization.MODEL_VOCAB_FIX)
   return size
 
 

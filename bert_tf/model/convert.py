@@ -777,9 +777,12 @@ def check_output_dir(output_dir: str, overwrite: bool = False, source: str | Non
   (--overwrite_output_dir), and then holds neither `source` (--input, with the checkpoint files it resolves to:
   `checkpoints.read_paths`) nor any of `inputs` (other flags -> their paths, as `fileio.check_not_input` takes
   them): `write_output` replaces the folder whole, so no file of an earlier conversion (or anything else) stays
-  beside the new one. One-line NotADirectoryError / ValueError naming the flags."""
+  beside the new one. One-line NotADirectoryError / ValueError / NotWritable naming the flags."""
   if fileio.exists(output_dir) and not fileio.isdir(output_dir):
     raise NotADirectoryError(f"--output_dir={output_dir} is a file; give a folder (created if missing)")
+  # Locally the folder is written beside it, under a temporary name, and renamed: its parent is written.
+  fileio.check_writable("output_dir", output_dir,
+                        output_dir if fileio.is_remote(output_dir) else os.path.dirname(os.path.abspath(output_dir)))
   entries = sorted(fileio.listdir(output_dir)) if fileio.isdir(output_dir) else []
   if not entries:
     return
@@ -791,10 +794,24 @@ def check_output_dir(output_dir: str, overwrite: bool = False, source: str | Non
   fileio.check_not_input("output_dir", output_dir, read, replaces="--overwrite_output_dir")
 
 
+def checked_vocab(converted: Converted) -> Converted:
+  """`converted`, once its vocabulary (if it has one) is found to hold [UNK], [CLS] and [SEP]; else a one-line
+  ValueError naming the file. A model whose vocabulary lacks them converts to a folder nothing can use: our
+  fine-tuning, extraction and export refuse it, and transformers' BertTokenizer would silently give [CLS] the id
+  of [UNK]. ([PAD] and [MASK] may be missing: a fine-tuned model's vocabulary needs neither.)"""
+  from bert_tf.data import tokenization
+
+  if converted.vocab_file:
+    tokenization.check_special_tokens(tokenization.load_vocab(converted.vocab_file), converted.vocab_file,
+                                      tokenization.MODEL_TOKENS, tokenization.MODEL_VOCAB_FIX)
+  return converted
+
+
 def write_output(save: Callable[[Converted, str], str], converted: Converted, output_dir: str) -> str:
   """`save(converted, folder)` (one of SAVERS) into a new folder that then replaces `output_dir` whole (locally:
-  written under a temporary name and renamed, so an interrupted conversion leaves the old folder or none).
-  Returns the path `save` returned, under `output_dir`."""
+  written under a temporary name and renamed, so an interrupted conversion leaves the old folder or none), once
+  its vocabulary is checked (`checked_vocab`). Returns the path `save` returned, under `output_dir`."""
+  checked_vocab(converted)
   written = []
   fileio.replace_dir(lambda folder: written.append((folder, save(converted, folder))), output_dir)
   folder, path = written[0]

@@ -38,13 +38,17 @@ def local_path(path: str) -> str:
     return _converted(HF, path[len(HF):], *_hf_snapshot(path[len(HF):]))
   if path.startswith(KERAS_HUB):
     return _converted(KERAS_HUB, path[len(KERAS_HUB):], *_keras_hub_preset(path[len(KERAS_HUB):]))
-  from bert_tf.model import convert_tasks
+  from bert_tf.model import convert, convert_tasks
 
   path = path.rstrip("/")
   if convert_tasks.hf_task_kind(path) is not None:
     name = os.path.basename(os.path.abspath(path)) if "://" not in path else os.path.basename(path)
     target = os.path.join(fileio.cache_dir(), "converted", "hf", f"{name}-{_folder_hash(path)}")
-    return _converted_once(target, lambda d: convert_tasks.save_ours(convert_tasks.load_hf(path), d), path)
+
+    def write(folder):  # a model no script can use (`convert.checked_vocab`) is refused before the cache holds it
+      convert_tasks.save_ours(convert.checked_vocab(convert_tasks.load_hf(path)), folder)
+
+    return _converted_once(target, write, path)
   return path
 
 
@@ -87,13 +91,13 @@ def _folder_hash(directory: str) -> str:
 def _converted(scheme: str, name: str, source: str, revision: str, load) -> str:
   """The `ours` folder of `name` at `revision` in our cache, converted from `source` with `load` if absent (a
   task model's folder for a Hugging Face model with a task head: bert_tf.model.convert_tasks)."""
-  from bert_tf.model import convert_tasks
+  from bert_tf.model import convert, convert_tasks
 
   target = os.path.join(fileio.cache_dir(), "released", scheme.rstrip(":"), name.replace("/", "--"), revision)
   # A task model converted before task heads were (encoder/ alone) is converted again.
   again = scheme == HF and convert_tasks.hf_task_kind(source) is not None and convert_tasks.folder_kind(target) is None
-  return _converted_once(target, lambda d: convert_tasks.save_ours(load(source), d), f"{scheme}{name} ({source})",
-                         again)
+  return _converted_once(target, lambda d: convert_tasks.save_ours(convert.checked_vocab(load(source)), d),
+                         f"{scheme}{name} ({source})", again)
 
 
 def _converted_once(target: str, write, source: str, again: bool = False) -> str:
