@@ -306,7 +306,7 @@ def test_undecodable_input_fails_with_file_and_line_and_leaves_no_output(tmp_pat
                       f"--vocab_file={bert_uncased_vocab_file}", "--num_shards=3", "--dupe_factor=1")
   assert result.returncode == 1
   assert f"{bad}:{line}: not valid UTF-8" in result.stderr
-  assert os.listdir(out_dir) == []  # Neither outputs nor temporaries.
+  assert not out_dir.exists()  # Neither outputs nor temporaries, nor the folder made for them.
 
 
 def test_empty_inputs_are_refused_and_tiny_ones_work(tmp_path, bert_uncased_vocab_file):
